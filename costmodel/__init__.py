@@ -1,0 +1,1 @@
+"""deltaopt's cost-benefit estimator: calibrated cost model, virtual-file benefit and the decision."""

@@ -1,0 +1,249 @@
+"""The YAML configuration: which tables to watch, their thresholds, where jobs run, logging.
+
+Validated with pydantic (frozen models, ``extra="forbid"`` so a typo fails at load time). Every error is
+re-raised as `ConfigError` with a message that names the key, the value found and what is expected,
+e.g. ``tables[0].thresholds.max_z_features: got 9; Input should be less than or equal to 8``.
+
+Sizes accept integers (bytes) or strings such as ``"128MiB"``/``"1GB"``; durations accept seconds or
+strings such as ``"90s"``, ``"5m"``, ``"7d"``. `deploy/config.example.yaml` documents every key.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from optimizer.errors import ConfigError
+
+_SIZE_UNITS = {
+    "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from an int or a string like ``"128MiB"`` (decimal and binary units)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as 134217728 or '128MiB'")
+    if isinstance(value, int | float):
+        return int(value)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
+    unit = match.group(2).lower() if match else ""
+    if not match or (unit and unit not in _SIZE_UNITS):
+        raise ValueError(f"expected a size such as 134217728 or '128MiB', units {sorted(_SIZE_UNITS)}")
+    return int(float(match.group(1)) * _SIZE_UNITS.get(unit, 1))
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from a number or a string like ``"5m"``/``"7d"``."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 300 or '5m'")
+    if isinstance(value, int | float):
+        return float(value)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
+    unit = match.group(2).lower() if match else ""
+    if not match or (unit and unit not in _DURATION_UNITS):
+        raise ValueError(f"expected a duration such as 300 or '5m', units {sorted(_DURATION_UNITS)}")
+    return float(match.group(1)) * _DURATION_UNITS.get(unit or "s", 1)
+
+
+ByteSize = Annotated[int, BeforeValidator(parse_size), Field(ge=0)]
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Thresholds(_Model):
+    """Per-table knobs of the analyser, estimator and clustering job (thesis ch. 4-5 names in brackets)."""
+
+    min_new_bytes: ByteSize = Field(1 << 30, description="unclustered bytes before an estimate is made")
+    min_comparison_points: int = Field(5, ge=1, description="theta: distinct literals for a Z candidate")
+    min_sop_frequency: float = Field(
+        0.05, gt=0, le=1, description="gamma: share of the (weighted) queries a SOP feature must reach"
+    )
+    max_z_features: int = Field(4, ge=1, le=8, description="Z-order dimensions, SOP id not counted")
+    max_sop_features: int = Field(24, ge=1, le=64, description="SOP clustering features")
+    z_correlation_epsilon: float = Field(0.05, gt=0, lt=0.5, description="epsilon of the sort-index")
+    sop_correlation_phi: float = Field(0.8, gt=0, le=1, description="phi: mean-square contingency edge")
+    target_file_size: ByteSize = Field(128 << 20, description="size of the files OPTIMIZE writes")
+    sample_rows: int = Field(100_000, ge=100, description="rows sampled for correlations and benefit")
+    cost_per_mb_read: float = Field(
+        0.01, gt=0, description="cost units (cluster seconds) to scan one MB; cost model uses the same units"
+    )
+    workload_window: Duration = Field(7 * 86400, gt=0, description="how far back the analyser reads the log")
+    recency_half_life: Duration = Field(
+        3 * 86400, gt=0, description="a query this old counts half as much as one issued now"
+    )
+    benefit_horizon: Duration = Field(
+        7 * 86400, gt=0, description="future period over which saved scan bytes are counted"
+    )
+
+
+class SparkSettings(_Model):
+    """Where Spark runs for the service itself (analysis, estimation, in-process jobs)."""
+
+    master: str = Field("local[*]", description="Spark master URL; local[*] is the embedded default")
+    connect_url: str | None = Field(None, description="Spark Connect URL (sc://host:15002); wins over master")
+    app_name: str = "deltaopt"
+    shuffle_partitions: int = Field(8, ge=1)
+    driver_memory: str | None = Field(None, description="e.g. '4g'; only for a local master")
+    delta_packages: bool = Field(
+        False, description="configure io.delta jars with delta-spark (needs the jars to be reachable)"
+    )
+    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings")
+
+    @model_validator(mode="after")
+    def _connect_scheme(self) -> SparkSettings:
+        if self.connect_url is not None and not self.connect_url.startswith("sc://"):
+            raise ValueError(f"connect_url must start with 'sc://', got {self.connect_url!r}")
+        return self
+
+
+class DatabricksSettings(_Model):
+    """Databricks Jobs API access. Credentials are read from the environment only, never from YAML."""
+
+    host_env: str = Field("DATABRICKS_HOST", description="environment variable holding https://<workspace>")
+    token_env: str = Field("DATABRICKS_TOKEN", description="environment variable holding a PAT/OAuth token")
+    python_wheel: str | None = Field(None, description="dbfs:/ or /Volumes path of the deltaopt wheel")
+    timeout: Duration = Field(3600, gt=0, description="how long a submitted run may take")
+    poll_interval: Duration = Field(15, gt=0)
+
+
+class ExecutionSettings(_Model):
+    """Where OPTIMIZE jobs run. ``auto`` follows the commitInfo of the commits that wrote the data."""
+
+    mode: Literal["auto", "local", "connect", "databricks"] = "auto"
+    connect_url: str | None = Field(None, description="Spark Connect URL of the writers' cluster")
+    databricks: DatabricksSettings = Field(default_factory=DatabricksSettings)
+
+
+class TableSettings(_Model):
+    """One watched table."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    path: str = Field(min_length=1, description="table location (local path or URI)")
+    query_log: str | None = Field(None, description="query-log table; default '<path>_querylog' beside it")
+    table_id: str | None = Field(None, description="identity used in query-log rows; default: name")
+    interval: Duration = Field(300, gt=0, description="seconds between ticks")
+    paused: bool = False
+    dry_run: bool | None = Field(None, description="override service.dry_run for this table")
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+
+    @property
+    def query_log_path(self) -> str:
+        return self.query_log or self.path.rstrip("/") + "_querylog"
+
+    @property
+    def identity(self) -> str:
+        return self.table_id or self.name
+
+
+class ServiceSettings(_Model):
+    state_dir: str = Field("deltaopt-state", description="per-table state (log position, runs)")
+    decisions_table: str | None = Field(None, description="Delta table of decisions; default <state_dir>/decisions")
+    max_concurrent_jobs: int = Field(1, ge=1)
+    jitter: Duration = Field(10)
+    dry_run: bool = False
+
+    @property
+    def decisions_path(self) -> str:
+        return self.decisions_table or str(Path(self.state_dir) / "decisions")
+
+
+class LoggingSettings(_Model):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["text", "json"] = Field("text", description="text for humans, json for log shippers")
+    decision_log: str | None = Field(None, description="JSON-lines file of decisions; default <state_dir>/decisions.jsonl")
+
+
+class Config(_Model):
+    version: Literal[1] = 1
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    defaults: Thresholds = Field(default_factory=Thresholds)
+    tables: tuple[TableSettings, ...] = ()
+    execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_defaults(cls, data: Any) -> Any:
+        """Per-table ``thresholds`` override the top-level ``defaults`` key by key."""
+        if not isinstance(data, dict):
+            return data
+        defaults = data.get("defaults") or {}
+        tables = data.get("tables")
+        if isinstance(defaults, dict) and isinstance(tables, list):
+            merged = []
+            for table in tables:
+                if isinstance(table, dict):
+                    own = table.get("thresholds") or {}
+                    if isinstance(own, dict):
+                        table = {**table, "thresholds": {**defaults, **own}}
+                merged.append(table)
+            data = {**data, "tables": merged}
+        return data
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Config:
+        names = [t.name for t in self.tables]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"table names must be unique, repeated: {duplicates}")
+        return self
+
+    def table(self, name: str) -> TableSettings:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        raise ConfigError(f"tables: no table named {name!r}; configured: {[t.name for t in self.tables]}")
+
+    @property
+    def decision_log_path(self) -> str:
+        return self.logging.decision_log or str(Path(self.service.state_dir) / "decisions.jsonl")
+
+
+def _describe(error: dict[str, Any]) -> str:
+    loc = ""
+    for part in error["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    value = error.get("input")
+    shown = repr(value) if not isinstance(value, dict) else "a mapping"
+    return f"{loc or '<top level>'}: got {shown}; {error['msg']}"
+
+
+def parse_config(data: Any, source: str = "<config>") -> Config:
+    """Validate an already-loaded mapping. Raises `ConfigError` naming every bad key."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        lines = [_describe(e) for e in err.errors(include_url=False)]
+        raise ConfigError(f"{source}: invalid configuration\n  " + "\n  ".join(lines)) from err
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a YAML file. Raises `ConfigError` for a missing file, bad YAML or bad values."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read configuration: {err.strerror or err}") from err
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from err
+    return parse_config(data, source=str(path))

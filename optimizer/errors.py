@@ -1,0 +1,51 @@
+"""Errors raised by the optimizer and cost model.
+
+One small hierarchy so callers can catch precisely: the CLI and the service catch `DeltaOptError` (and
+`querylog.errors.QueryLogError`), report the message and keep going with the next table.
+"""
+
+from __future__ import annotations
+
+
+class DeltaOptError(Exception):
+    """Root of the optimizer's errors."""
+
+
+class ConfigError(DeltaOptError):
+    """The YAML configuration is unreadable or invalid; the message names key, value and expectation."""
+
+
+class SparkRuntimeError(DeltaOptError):
+    """A SparkSession could not be built or reached."""
+
+
+class TableAccessError(DeltaOptError):
+    """A Delta table could not be read or written."""
+
+
+class TableNotFoundError(TableAccessError):
+    """No Delta table exists at the given location."""
+
+
+class UnsupportedTableError(TableAccessError):
+    """The table uses a Delta feature deltaopt cannot honour (e.g. deletion vectors); nothing was done."""
+
+
+class RewriteValidationError(TableAccessError):
+    """A rewrite was refused before committing: a file is missing, not active, or has the wrong schema."""
+
+
+class CommitConflictError(TableAccessError):
+    """A concurrent commit removed files this rewrite needs; the rewrite gave up and committed nothing."""
+
+
+class ClusteringError(DeltaOptError):
+    """The OPTIMIZE job could not build the requested layout."""
+
+
+class CostModelError(DeltaOptError):
+    """A cost model could not be loaded, fitted or applied."""
+
+
+class JobSubmissionError(DeltaOptError):
+    """A job could not be sent to the cluster chosen to run it."""

@@ -1,0 +1,1 @@
+"""Per-file statistics and sound pruning shared by real scans, virtual files and benchmarks."""

@@ -1,0 +1,189 @@
+"""Extended file statistics (thesis Figure 4.3) and the index that makes them readable.
+
+Per file written by an OPTIMIZE run: min/max of every Z feature and additional Z expression that is
+not a plain column, and the SOP bit vector over the clustering and additional SOP features, with the
+feature list it refers to.
+
+Where they live (ARCHITECTURE.md contract 2):
+
+* inside the add action's stats JSON under ``"deltaopt"``, so they travel atomically with the commit
+  (delta-rs and checkpoints keep unknown keys verbatim), and
+* in a sidecar index ``<table>/_deltaopt/stats/<run-id>.json`` written *before* the commit, because
+  no delta-rs API returns the raw stats JSON. An index entry is used only while its path is active in
+  the snapshot being read **and** its size equals the add action's size: data files are immutable and
+  their names unique, so such an entry describes exactly that file. Anything else (no entry, a stale
+  or unreadable index file) means "no extended statistics": the file is read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+
+if TYPE_CHECKING:
+    from optimizer.table.access import Snapshot
+    from optimizer.table.deltars import DeltaRsTable
+
+log = logging.getLogger(__name__)
+
+INDEX_DIR = "_deltaopt/stats"
+FORMAT_VERSION = 1
+STRING_PREFIX = 32
+
+
+@dataclass(frozen=True)
+class ValueRange:
+    """Bounds of a feature's values in one file; None means unbounded on that side."""
+
+    type_name: str  # Spark simpleString of the feature's result type
+    min: Any
+    max: Any
+    null_count: int | None = None
+
+
+@dataclass(frozen=True)
+class ExtendedStats:
+    """Extended statistics of one data file."""
+
+    run_id: str
+    ranges: Mapping[str, ValueRange] = field(default_factory=dict)  # canonical expression SQL -> range
+    sop_features: tuple[str, ...] = ()  # canonical predicate SQL, in bit order
+    sop_bits: str = ""  # '1': some row satisfies the feature; '0': no row does
+    float_max_includes_nan: bool = True  # our writer's float maxima account for NaN
+
+    def sop_bit(self, predicate_sql: str) -> bool | None:
+        try:
+            return self.sop_bits[self.sop_features.index(predicate_sql)] == "1"
+        except ValueError:
+            return None
+
+
+def encode_value(type_name: str, value: Any, is_max: bool) -> Any:
+    """A JSON value for a bound, rounded outward so it stays a bound; None when no bound is sound."""
+    if value is None:
+        return None
+    if type_name in ("float", "double"):
+        return None if value != value or value in (float("inf"), float("-inf")) else float(value)
+    if type_name.startswith("decimal"):
+        return str(Decimal(value))
+    if type_name in ("timestamp", "timestamp_ntz"):
+        return int(value)  # epoch microseconds, exact
+    if type_name == "date":
+        return value.isoformat()
+    if type_name == "string":
+        if is_max:
+            return value if len(value) < STRING_PREFIX else None
+        return value[:STRING_PREFIX]
+    if type_name == "boolean":
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    return None
+
+
+def decode_value(type_name: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if type_name.startswith("decimal"):
+        return Decimal(value)
+    if type_name == "date":
+        return dt.date.fromisoformat(value)
+    if type_name == "timestamp":
+        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=int(value))
+    if type_name == "timestamp_ntz":
+        return dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=int(value))
+    return value
+
+
+def to_json(stats: ExtendedStats) -> dict[str, Any]:
+    return {
+        "v": FORMAT_VERSION,
+        "run": stats.run_id,
+        "ranges": {
+            expr: {"type": r.type_name, "min": r.min, "max": r.max, "nulls": r.null_count}
+            for expr, r in stats.ranges.items()
+        },
+        "sop": {"features": list(stats.sop_features), "bits": stats.sop_bits},
+        "nanAwareMax": stats.float_max_includes_nan,
+    }
+
+
+def from_json(document: Mapping[str, Any]) -> ExtendedStats:
+    """Raises ValueError/KeyError/TypeError on a malformed document (callers treat it as absent)."""
+    if document.get("v") != FORMAT_VERSION:
+        raise ValueError(f"unsupported extended stats version {document.get('v')!r}")
+    sop = document.get("sop") or {}
+    features = tuple(str(f) for f in sop.get("features", ()))
+    bits = str(sop.get("bits", ""))
+    if len(bits) != len(features) or set(bits) - {"0", "1"}:
+        raise ValueError("SOP bits do not match the feature list")
+    ranges = {
+        str(expr): ValueRange(
+            r["type"], decode_value(r["type"], r.get("min")), decode_value(r["type"], r.get("max")), r.get("nulls")
+        )
+        for expr, r in (document.get("ranges") or {}).items()
+    }
+    return ExtendedStats(
+        run_id=str(document["run"]),
+        ranges=ranges,
+        sop_features=features,
+        sop_bits=bits,
+        float_max_includes_nan=bool(document.get("nanAwareMax", False)),
+    )
+
+
+def write_index(table: DeltaRsTable, run_id: str, files: Mapping[str, tuple[int, ExtendedStats]]) -> str:
+    """Write the sidecar for one run (before its commit). Returns the index file path."""
+    fs, root = table.filesystem()
+    directory = f"{root}/{INDEX_DIR}"
+    fs.create_dir(directory, recursive=True)
+    document = {
+        "v": FORMAT_VERSION,
+        "run": run_id,
+        "files": {path: {"size": size, "stats": to_json(stats)} for path, (size, stats) in files.items()},
+    }
+    path = f"{directory}/{run_id}.json"
+    with fs.open_output_stream(path) as out:
+        out.write(json.dumps(document, separators=(",", ":")).encode())
+    return path
+
+
+def delete_index(table: DeltaRsTable, run_id: str) -> None:
+    fs, root = table.filesystem()
+    try:
+        fs.delete_file(f"{root}/{INDEX_DIR}/{run_id}.json")
+    except (FileNotFoundError, OSError) as err:
+        log.debug("no index to delete for run %s: %s", run_id, err)
+
+
+def load_index(table: DeltaRsTable, snapshot: Snapshot) -> dict[str, ExtendedStats]:
+    """Extended statistics of the active files of `snapshot` that have fresh index entries."""
+    fs, root = table.filesystem()
+    active = {f.path: f.size for f in snapshot.files}
+    found: dict[str, ExtendedStats] = {}
+    selector = pafs.FileSelector(f"{root}/{INDEX_DIR}", allow_not_found=True)
+    for info in fs.get_file_info(selector):
+        if info.type != pafs.FileType.File or not info.path.endswith(".json"):
+            continue
+        try:
+            with fs.open_input_stream(info.path) as stream:
+                document = json.loads(stream.read())
+            entries = document["files"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            log.warning("ignoring unreadable extended-stats index %s: %s", info.path, err)
+            continue
+        for path, entry in entries.items():
+            if active.get(path) != entry.get("size"):
+                continue  # not active in this snapshot, or not the same file: stale
+            try:
+                found[path] = from_json(entry["stats"])
+            except (ValueError, KeyError, TypeError) as err:
+                log.warning("ignoring malformed extended stats of %s: %s", path, err)
+    return found

@@ -1,0 +1,11 @@
+"""Delta table access: records, the interface, and the delta-rs + Spark implementation."""
+
+from optimizer.table.access import Commit, DataFile, Snapshot, StagedFile, TableAccess
+from optimizer.table.deltars import DeltaRsTable
+
+__all__ = ["Commit", "DataFile", "DeltaRsTable", "Snapshot", "StagedFile", "TableAccess", "open_table"]
+
+
+def open_table(uri: str, storage_options: dict[str, str] | None = None) -> DeltaRsTable:
+    """The table at `uri`; nothing is read until a method is called."""
+    return DeltaRsTable(uri, storage_options)

@@ -1,0 +1,120 @@
+"""The small interface every other part uses to read and change a Delta table, and its records.
+
+Everything crossing this boundary is an immutable record: a `Snapshot` of the active files with their
+Delta statistics, `Commit` entries of the history, and `StagedFile` for files Spark has written but
+nobody has committed yet. The one implementation here is `optimizer.table.deltars.DeltaRsTable`
+(delta-rs for the log, Spark for Parquet); a delta-spark implementation can sit beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One active data file and its Delta statistics (keys are dotted column paths)."""
+
+    path: str  # as in the Delta log: relative to the table root, or an absolute URI
+    size: int
+    num_records: int | None
+    modification_time: int = 0
+    partition_values: Mapping[str, str | None] = field(default_factory=dict, compare=False)
+    min_values: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    max_values: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    null_counts: Mapping[str, int] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The table at one version."""
+
+    uri: str
+    version: int
+    schema_json: str  # Delta schema JSON, which is Spark's StructType JSON
+    partition_columns: tuple[str, ...]
+    files: tuple[DataFile, ...]
+    configuration: Mapping[str, str | None] = field(default_factory=dict, compare=False)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def num_records(self) -> int | None:
+        counts = [f.num_records for f in self.files]
+        return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+
+    def by_path(self) -> dict[str, DataFile]:
+        return {f.path: f for f in self.files}
+
+    def spark_schema(self) -> StructType:
+        import json
+
+        from pyspark.sql.types import StructType
+
+        return StructType.fromJson(json.loads(self.schema_json))
+
+    def arrow_schema(self) -> pa.Schema:
+        from deltalake import Schema
+
+        return Schema.from_json(self.schema_json).to_arrow()  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One entry of the table history (commitInfo)."""
+
+    version: int
+    timestamp: datetime | None
+    operation: str | None
+    operation_parameters: Mapping[str, Any]
+    engine: str | None  # engineInfo, e.g. "Apache-Spark/3.5.0 Delta-Lake/3.1.0" or "delta-rs:py-1.6.6"
+    cluster_id: str | None  # Databricks writes clusterId
+    metadata: Mapping[str, Any]  # every other commitInfo key, including our own custom metadata
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A Parquet file Spark has written under the table root that no commit references yet."""
+
+    path: str  # relative to the table root
+    size: int
+    stats_json: str  # Delta add-action stats
+    partition_values: Mapping[str, str | None] = field(default_factory=dict, compare=False)
+
+
+class TableAccess(Protocol):
+    """What the optimizer needs from a Delta table."""
+
+    uri: str
+
+    def exists(self) -> bool: ...
+
+    def snapshot(self, version: int | None = None) -> Snapshot: ...
+
+    def history(self, since_version: int = 0) -> list[Commit]: ...
+
+    def files_added_since(self, version: int) -> list[DataFile]: ...
+
+    def read_files(self, spark: SparkSession, files: Sequence[DataFile], snapshot: Snapshot) -> DataFrame: ...
+
+    def stage(self, spark: SparkSession, df: DataFrame, snapshot: Snapshot, purpose: str) -> list[StagedFile]: ...
+
+    def append(self, staged: Sequence[StagedFile], snapshot: Snapshot, metadata: Mapping[str, Any]) -> int: ...
+
+    def rewrite(
+        self,
+        read_version: int,
+        remove: Sequence[DataFile],
+        add: Sequence[StagedFile],
+        metadata: Mapping[str, Any],
+    ) -> int: ...

@@ -1,0 +1,440 @@
+"""`TableAccess` on delta-rs (the Delta log) and Spark (Parquet data).
+
+The log is only ever read and written through `deltalake`; Spark reads and writes the Parquet files.
+Layout rewrites follow the conflict rule of RUNTIME.md: commit with ``max_commit_retries=0`` against
+the exact version the rewrite was planned on; on conflict reload, check that every file it removes is
+still active (same path and size) and only then try again at the new version. A rewrite whose files a
+concurrent commit removed gives up with `CommitConflictError`, deletes what it staged, and commits
+nothing, so racing rewrites can neither duplicate nor lose rows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
+
+from optimizer import errors
+from optimizer.table.access import Commit, DataFile, Snapshot, StagedFile
+from optimizer.table.stats import collect_file_stats, data_columns, delta_stats_json, stats_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+# Reader features whose files Spark's plain Parquet reader still reads correctly.
+SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
+REWRITE_ATTEMPTS = 5
+ExtendedStats = Callable[[str, Mapping[str, Any]], Mapping[str, Any]]
+
+
+def _is_uri(path: str) -> bool:
+    return "://" in path
+
+
+class DeltaRsTable:
+    """A Delta table at `uri` (a local path or a URI delta-rs and Spark can both reach)."""
+
+    def __init__(self, uri: str, storage_options: Mapping[str, str] | None = None) -> None:
+        self.uri = uri.rstrip("/") if _is_uri(uri) else _absolute_local(uri)
+        self.storage_options = dict(storage_options or {})
+
+    def __repr__(self) -> str:
+        return f"DeltaRsTable({self.uri!r})"
+
+    # ---- reading -------------------------------------------------------------------------------
+
+    def _open(self, version: int | None = None) -> DeltaTable:
+        try:
+            return DeltaTable(self.uri, version=version, storage_options=self.storage_options or None)
+        except TableNotFoundError as err:
+            raise errors.TableNotFoundError(f"no Delta table at {self.uri}") from err
+        except (DeltaError, OSError, ValueError) as err:
+            raise errors.TableAccessError(f"cannot read Delta table at {self.uri} (version {version}): {err}") from err
+
+    def exists(self) -> bool:
+        try:
+            self._open()
+        except errors.TableNotFoundError:
+            return False
+        return True
+
+    def snapshot(self, version: int | None = None) -> Snapshot:
+        """Active files with Delta statistics. Raises `UnsupportedTableError` for tables whose data a plain
+        Parquet reader would get wrong (deletion vectors, column mapping)."""
+        table = self._open(version)
+        self._check_readable(table)
+        metadata = table.metadata()
+        return Snapshot(
+            uri=self.uri,
+            version=table.version(),
+            schema_json=table.schema().to_json(),
+            partition_columns=tuple(metadata.partition_columns),
+            files=tuple(_data_files(table)),
+            configuration=dict(metadata.configuration),
+        )
+
+    def _check_readable(self, table: DeltaTable) -> None:
+        protocol = table.protocol()
+        features = set(protocol.reader_features or [])
+        unsupported = sorted(features - SUPPORTED_READER_FEATURES)
+        mapping = table.metadata().configuration.get("delta.columnMapping.mode", "none")
+        if unsupported or (protocol.min_reader_version == 2 and mapping != "none") or protocol.min_reader_version > 3:
+            what = ", ".join(unsupported) or f"reader version {protocol.min_reader_version}, column mapping {mapping}"
+            raise errors.UnsupportedTableError(
+                f"{self.uri} uses {what}; deltaopt reads data files with a plain Parquet reader and would return "
+                "wrong rows, so it leaves this table alone"
+            )
+
+    def history(self, since_version: int = 0) -> list[Commit]:
+        """commitInfo of versions >= `since_version`, oldest first (as far as log retention keeps them)."""
+        table = self._open()
+        limit = max(table.version() - since_version + 1, 1)
+        commits = [_commit(entry) for entry in table.history(limit)]
+        return sorted((c for c in commits if c.version >= since_version), key=lambda c: c.version)
+
+    def files_added_since(self, version: int) -> list[DataFile]:
+        """Active files that were not active at `version`."""
+        before = {f.path for f in self.snapshot(version).files}
+        return [f for f in self.snapshot().files if f.path not in before]
+
+    def file_uri(self, path: str) -> str:
+        return path if _is_uri(path) else f"{self.uri}/{path}"
+
+    def spark_uri(self, path: str) -> str:
+        """The URI Spark's Hadoop file systems use for a log path (``s3://`` is ``s3a://`` to Hadoop)."""
+        uri = self.file_uri(path)
+        return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
+
+    def read_files(self, spark: SparkSession, files: Sequence[DataFile], snapshot: Snapshot) -> DataFrame:
+        """The rows of `files`, with the table's schema (partition columns restored from the log)."""
+        from pyspark.sql import functions as F
+
+        schema = snapshot.spark_schema()
+        if not files:
+            return spark.createDataFrame([], schema)
+        stored = data_columns(schema, snapshot.partition_columns)
+        if not snapshot.partition_columns:
+            return spark.read.schema(stored).parquet(*[self.spark_uri(f.path) for f in files])
+        groups: dict[tuple[tuple[str, str | None], ...], list[DataFile]] = {}
+        for f in files:
+            key = tuple((c, f.partition_values.get(c)) for c in snapshot.partition_columns)
+            groups.setdefault(key, []).append(f)
+        frames = []
+        for key, members in groups.items():
+            frame = spark.read.schema(stored).parquet(*[self.spark_uri(f.path) for f in members])
+            for column, value in key:
+                frame = frame.withColumn(column, F.lit(value).cast(schema[column].dataType))
+            frames.append(frame.select(*[F.col(f"`{name}`") for name in schema.names]))
+        result = frames[0]
+        for frame in frames[1:]:
+            result = result.unionByName(frame)
+        return result
+
+    # ---- writing -------------------------------------------------------------------------------
+
+    def stage(
+        self,
+        spark: SparkSession,
+        df: DataFrame,
+        snapshot: Snapshot,
+        purpose: str,
+        extra_aggregates: Mapping[str, Column] | None = None,
+        extended_stats: ExtendedStats | None = None,
+    ) -> list[StagedFile]:
+        """Write `df` as Parquet under ``<table>/<purpose>-<uuid>/`` and compute each file's statistics.
+
+        Nothing is committed. `extra_aggregates` are evaluated per file in the statistics pass and handed
+        to `extended_stats(path, row)`, whose mapping is stored under the stats key ``"deltaopt"``.
+        Raises `RewriteValidationError` when `df` does not have the table's schema.
+        """
+        schema = snapshot.spark_schema()
+        _check_schema(df.schema, schema, self.uri)
+        directory = f"{purpose}-{uuid.uuid4().hex[:16]}"
+        writer = df.select(*[f"`{n}`" for n in schema.names]).write.mode("errorifexists")
+        if snapshot.partition_columns:
+            writer = writer.partitionBy(*snapshot.partition_columns)
+        writer.parquet(self.spark_uri(directory))
+        listed = self._list_parquet(directory)
+        if not listed:
+            return []
+        stored = data_columns(schema, snapshot.partition_columns)
+        columns = stats_columns(stored, snapshot.configuration)
+        rows = collect_file_stats(
+            spark, [self.spark_uri(p) for p in listed], stored, columns, extra_aggregates
+        )
+        staged = []
+        for path, size in listed.items():
+            row = _row_for(path, rows)
+            extra = {"deltaopt": dict(extended_stats(path, row))} if extended_stats else None
+            staged.append(
+                StagedFile(
+                    path=path,
+                    size=size,
+                    stats_json=delta_stats_json(row, columns, extra),
+                    partition_values=_partition_values(path, directory, snapshot.partition_columns),
+                )
+            )
+        return staged
+
+    def create(self, spark: SparkSession, df: DataFrame, partition_by: Sequence[str] = (), configuration: Mapping[str, str] | None = None, metadata: Mapping[str, Any] | None = None) -> Snapshot:
+        """Create the table from `df` (first commit). Raises `TableAccessError` if a table exists."""
+        from deltalake import Schema
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        if self.exists():
+            raise errors.TableAccessError(f"a Delta table already exists at {self.uri}")
+        arrow = to_arrow_schema(df.schema)
+        schema_json = Schema.from_arrow(arrow).to_json()
+        draft = Snapshot(self.uri, -1, schema_json, tuple(partition_by), (), dict(configuration or {}))
+        staged = self.stage(spark, df, draft, "data")
+        try:
+            create_table_with_add_actions(
+                self.uri,
+                Schema.from_json(schema_json),
+                [_add_action(f, data_change=True) for f in staged],
+                mode="error",
+                partition_by=list(partition_by) or None,
+                configuration=dict(configuration or {}),
+                storage_options=self.storage_options or None,
+                commit_properties=CommitProperties(custom_metadata=_custom(metadata)),
+            )
+        except (DeltaError, OSError, ValueError) as err:
+            self._delete(staged)
+            raise errors.TableAccessError(f"cannot create Delta table at {self.uri}: {err}") from err
+        return self.snapshot()
+
+    def append(self, staged: Sequence[StagedFile], snapshot: Snapshot, metadata: Mapping[str, Any] | None = None) -> int:
+        """Commit `staged` as new data (``dataChange=true``); blind appends retry on conflicts."""
+        self._check_staged(staged)
+        table = self._open()
+        try:
+            table.create_write_transaction(
+                [_add_action(f, data_change=True) for f in staged],
+                mode="append",
+                schema=table.schema(),
+                partition_by=list(snapshot.partition_columns) or None,
+                commit_properties=CommitProperties(custom_metadata=_custom(metadata), max_commit_retries=10),
+            )
+        except (DeltaError, OSError, ValueError) as err:
+            raise errors.TableAccessError(f"append to {self.uri} failed: {err}") from err
+        return self._open().version()
+
+    def rewrite(
+        self,
+        read_version: int,
+        remove: Sequence[DataFile],
+        add: Sequence[StagedFile],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        before_commit: Callable[[int], None] | None = None,
+    ) -> int:
+        """Atomically replace `remove` with `add` (``dataChange=false``), planned at `read_version`.
+
+        Returns the committed version. Raises `RewriteValidationError` before committing anything if an
+        added file is missing or a removed file is not active at `read_version`, and `CommitConflictError`
+        when a concurrent commit removed one of `remove` (what was staged is then deleted).
+        `before_commit(version)` runs right before each commit attempt (tests use it to race).
+        """
+        if not remove:
+            raise errors.RewriteValidationError("a rewrite must remove at least one file")
+        paths = [f.path for f in remove]
+        if len(set(paths)) != len(paths):
+            raise errors.RewriteValidationError("a rewrite lists the same file to remove twice")
+        self._check_staged(add)
+        version = read_version
+        for _attempt in range(REWRITE_ATTEMPTS):
+            table = self._open(version)
+            active = {f.path: f for f in _data_files(table)}
+            gone = [f.path for f in remove if f.path not in active or active[f.path].size != f.size]
+            if gone:
+                self._delete(add)
+                if version == read_version:
+                    raise errors.RewriteValidationError(
+                        f"files to remove are not active in {self.uri} at version {read_version}: {gone[:5]}"
+                    )
+                raise errors.CommitConflictError(
+                    f"a concurrent commit removed {len(gone)} of the files this rewrite replaces "
+                    f"(e.g. {gone[0]}); nothing was committed"
+                )
+            actions: list[AddAction | RemoveAction] = [_add_action(f, data_change=False) for f in add]
+            now = int(time.time() * 1000)
+            actions += [
+                RemoveAction(f.path, False, now, f.size, dict(active[f.path].partition_values))
+                for f in remove
+            ]
+            if before_commit is not None:
+                before_commit(version)
+            try:
+                table.create_write_transaction(
+                    actions,
+                    mode="append",
+                    schema=table.schema(),
+                    partition_by=list(table.metadata().partition_columns) or None,
+                    commit_properties=CommitProperties(custom_metadata=_custom(metadata), max_commit_retries=0),
+                )
+            except CommitFailedError:
+                latest = self._open().version()
+                log.info("rewrite of %s planned at v%d lost a race (now v%d); re-checking", self.uri, version, latest)
+                version = latest
+                continue
+            except (DeltaError, OSError, ValueError) as err:
+                self._delete(add)
+                raise errors.TableAccessError(f"rewrite of {self.uri} failed: {err}") from err
+            return version + 1
+        self._delete(add)
+        raise errors.CommitConflictError(
+            f"{self.uri} kept changing: gave up after {REWRITE_ATTEMPTS} attempts; nothing was committed"
+        )
+
+    # ---- storage -------------------------------------------------------------------------------
+
+    def filesystem(self) -> tuple[pafs.FileSystem, str]:
+        if _is_uri(self.uri):
+            return pafs.FileSystem.from_uri(self.uri)
+        return pafs.LocalFileSystem(), self.uri
+
+    def _list_parquet(self, directory: str) -> dict[str, int]:
+        fs, root = self.filesystem()
+        selector = pafs.FileSelector(f"{root}/{directory}", recursive=True, allow_not_found=True)
+        found = {}
+        for info in fs.get_file_info(selector):
+            name = info.path.rsplit("/", 1)[-1]
+            if info.type == pafs.FileType.File and name.endswith(".parquet") and not name.startswith((".", "_")):
+                found[info.path[len(root) + 1 :]] = int(info.size or 0)
+        return dict(sorted(found.items()))
+
+    def _check_staged(self, staged: Sequence[StagedFile]) -> None:
+        fs, root = self.filesystem()
+        infos = fs.get_file_info([f"{root}/{f.path}" for f in staged]) if staged else []
+        for f, info in zip(staged, infos, strict=True):
+            if info.type != pafs.FileType.File:
+                raise errors.RewriteValidationError(f"file to add does not exist: {self.file_uri(f.path)}")
+            if info.size != f.size:
+                raise errors.RewriteValidationError(
+                    f"file to add changed size: {f.path} is {info.size} bytes, staged as {f.size}"
+                )
+
+    def _delete(self, staged: Sequence[StagedFile]) -> None:
+        """Best-effort removal of files no commit references (they were staged by this process)."""
+        fs, root = self.filesystem()
+        for f in staged:
+            try:
+                fs.delete_file(f"{root}/{f.path}")
+            except OSError as err:
+                log.warning("could not delete uncommitted file %s: %s", f.path, err)
+
+
+def _absolute_local(path: str) -> str:
+    import os
+
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _check_schema(actual: StructType, expected: StructType, uri: str) -> None:
+    def shape(schema: StructType) -> list[tuple[str, str]]:
+        return [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
+
+    if shape(actual) != shape(expected):
+        raise errors.RewriteValidationError(
+            f"data for {uri} does not have the table's schema: got {actual.simpleString()}, "
+            f"expected {expected.simpleString()}"
+        )
+
+
+def _row_for(path: str, rows: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The statistics row of `path`; Spark reports ``file:/...`` URIs, so match on the path suffix."""
+    for uri, row in rows.items():
+        if uri.endswith("/" + path):
+            return row
+    raise errors.RewriteValidationError(f"no statistics were computed for written file {path}")
+
+
+def _partition_values(path: str, directory: str, partition_columns: Sequence[str]) -> dict[str, str | None]:
+    from urllib.parse import unquote
+
+    if not partition_columns:
+        return {}
+    parts = path[len(directory) + 1 :].split("/")[:-1]
+    values: dict[str, str | None] = {}
+    for part in parts:
+        key, _, raw = part.partition("=")
+        value = unquote(raw)
+        values[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
+    missing = [c for c in partition_columns if c not in values]
+    if missing:
+        raise errors.RewriteValidationError(f"written file {path} lacks partition directories for {missing}")
+    return values
+
+
+def _add_action(f: StagedFile, data_change: bool) -> AddAction:
+    return AddAction(f.path, f.size, dict(f.partition_values), int(time.time() * 1000), data_change, f.stats_json)
+
+
+def _custom(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Our commit metadata travels under one key so it never collides with commitInfo fields."""
+    if not metadata:
+        return None
+    return {"deltaopt": json.loads(json.dumps(metadata, default=str))}
+
+
+def _data_files(table: DeltaTable) -> list[DataFile]:
+    actions = pa.table(table.get_add_actions(flatten=True))
+    files = []
+    for row in actions.to_pylist():
+        mins: dict[str, Any] = {}
+        maxs: dict[str, Any] = {}
+        nulls: dict[str, int] = {}
+        parts: dict[str, str | None] = {}
+        for key, value in row.items():
+            prefix, _, name = key.partition(".")
+            if prefix == "min" and value is not None:
+                mins[name] = value
+            elif prefix == "max" and value is not None:
+                maxs[name] = value
+            elif prefix == "null_count" and value is not None:
+                nulls[name] = int(value)
+            elif prefix == "partition":
+                parts[name] = None if value is None else str(value)
+        files.append(
+            DataFile(
+                path=row["path"],
+                size=int(row["size_bytes"]),
+                num_records=None if row.get("num_records") is None else int(row["num_records"]),
+                modification_time=int(row.get("modification_time") or 0),
+                partition_values=parts,
+                min_values=mins,
+                max_values=maxs,
+                null_counts=nulls,
+            )
+        )
+    return files
+
+
+_COMMIT_KEYS = {"version", "timestamp", "operation", "operationParameters", "engineInfo", "clusterId"}
+
+
+def _commit(entry: Mapping[str, Any]) -> Commit:
+    stamp = entry.get("timestamp")
+    parameters = entry.get("operationParameters") or {}
+    return Commit(
+        version=int(entry["version"]),
+        timestamp=datetime.fromtimestamp(stamp / 1000, tz=UTC) if stamp is not None else None,
+        operation=entry.get("operation"),
+        operation_parameters=dict(parameters) if isinstance(parameters, Mapping) else {},
+        engine=entry.get("engineInfo"),
+        cluster_id=entry.get("clusterId"),
+        metadata={k: v for k, v in entry.items() if k not in _COMMIT_KEYS},
+    )

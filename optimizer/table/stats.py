@@ -1,0 +1,237 @@
+"""Delta add-action statistics for files Spark wrote, from one Spark aggregation per batch of files.
+
+Why an aggregation and not the Parquet footers: the same pass computes the extended statistics of the
+clustering features (min/max of expressions, SOP bit vectors) and checks the row count of what was
+written, so the numbers in the log are derived from the files themselves.
+
+Encoding follows the Delta protocol, rounded so every bound stays a bound:
+
+* timestamps have millisecond precision in the log: the minimum is floored, the maximum is ceiled;
+* strings: the minimum is cut to 32 characters (a prefix is still a lower bound); a maximum of 32 or
+  more characters is not written (other writers truncate such values, so readers ignore them);
+* a float column whose maximum is NaN gets no maximum (Spark orders NaN above every number);
+* decimals are written as exact JSON numbers, never through a binary float.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+STRING_PREFIX = 32
+DEFAULT_INDEXED_COLUMNS = 32
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class StatsColumn:
+    """A leaf column that gets statistics; ``minmax`` is False for types without an order we keep."""
+
+    path: tuple[str, ...]
+    type_name: str  # Spark simpleString: "int", "decimal(15,2)", "timestamp", ...
+    minmax: bool
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path)
+
+
+def stats_columns(schema: StructType, configuration: Mapping[str, str | None] | None = None) -> list[StatsColumn]:
+    """Leaf columns that get statistics, honouring ``delta.dataSkippingStatsColumns`` and
+    ``delta.dataSkippingNumIndexedCols`` (first 32 leaves by default)."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        MapType,
+        StructType,
+    )
+
+    configuration = configuration or {}
+    explicit = configuration.get("delta.dataSkippingStatsColumns")
+    limit_text = configuration.get("delta.dataSkippingNumIndexedCols")
+    limit = int(limit_text) if limit_text not in (None, "") else DEFAULT_INDEXED_COLUMNS
+    wanted = {c.strip() for c in explicit.split(",")} if explicit else None
+
+    leaves: list[StatsColumn] = []
+
+    def visit(struct: StructType, prefix: tuple[str, ...]) -> None:
+        for field in struct.fields:
+            path = (*prefix, field.name)
+            dtype = field.dataType
+            if isinstance(dtype, StructType):
+                visit(dtype, path)
+            elif isinstance(dtype, ArrayType | MapType):
+                continue
+            else:
+                leaves.append(StatsColumn(path, dtype.simpleString(), not isinstance(dtype, BinaryType)))
+
+    visit(schema, ())
+    if wanted is not None:
+        return [c for c in leaves if c.name in wanted or c.path[0] in wanted]
+    return leaves if limit < 0 else leaves[:limit]
+
+
+def _column_ref(path: tuple[str, ...]) -> Column:
+    from pyspark.sql import functions as F
+
+    col = F.col(f"`{path[0]}`")
+    for part in path[1:]:
+        col = col.getField(part)
+    return col
+
+
+def _minmax_input(column: StatsColumn) -> Column:
+    """What to aggregate: timestamps as epoch microseconds, so no Python time zone is involved."""
+    from pyspark.sql import functions as F
+
+    ref = _column_ref(column.path)
+    if column.type_name == "timestamp":
+        return F.unix_micros(ref)
+    if column.type_name == "timestamp_ntz":
+        return F.unix_micros(ref.cast("timestamp"))  # session time zone is UTC: wall clock preserved
+    return ref
+
+
+def collect_file_stats(
+    spark: SparkSession,
+    file_uris: Sequence[str],
+    data_schema: StructType,
+    columns: Sequence[StatsColumn],
+    extra: Mapping[str, Column] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Aggregate per file: ``__rows`` and, per stats column i, ``min_i``/``max_i``/``nulls_i``, plus every
+    ``extra`` aggregate under its own name. Keyed by the file URI Spark reports (``_metadata.file_path``).
+    """
+    from pyspark.sql import functions as F
+
+    if not file_uris:
+        return {}
+    aggregates: list[Column] = [F.count(F.lit(1)).alias("__rows")]
+    for i, column in enumerate(columns):
+        ref = _column_ref(column.path)
+        aggregates.append((F.count(F.lit(1)) - F.count(ref)).alias(f"nulls_{i}"))
+        if column.minmax:
+            value = _minmax_input(column)
+            aggregates += [F.min(value).alias(f"min_{i}"), F.max(value).alias(f"max_{i}")]
+    for name, aggregate in (extra or {}).items():
+        aggregates.append(aggregate.alias(name))
+    frame = (
+        spark.read.schema(data_schema)
+        .parquet(*file_uris)
+        .groupBy(F.col("_metadata.file_path").alias("__file"))
+        .agg(*aggregates)
+    )
+    return {row["__file"]: row.asDict() for row in frame.collect()}
+
+
+def _encode_value(column: StatsColumn, value: Any, is_max: bool) -> Any:
+    """The JSON value for a bound, or `_OMIT` when no sound bound can be written."""
+    if value is None:
+        return _OMIT
+    kind = column.type_name
+    if kind in ("float", "double"):
+        return _OMIT if (math.isnan(value) or math.isinf(value)) else float(value)
+    if kind.startswith("decimal"):
+        return _RawNumber(str(Decimal(value)))
+    if kind in ("timestamp", "timestamp_ntz"):
+        micros = int(value)
+        millis = -(-micros // 1000) if is_max else micros // 1000
+        text = (_EPOCH + dt.timedelta(milliseconds=millis)).isoformat(timespec="milliseconds")
+        return text + "Z" if kind == "timestamp" else text
+    if kind == "date":
+        return value.isoformat()
+    if kind == "string":
+        if is_max:
+            return value if len(value) < STRING_PREFIX else _OMIT
+        return value[:STRING_PREFIX]
+    if kind == "boolean":
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    return _OMIT
+
+
+class _Omit:
+    pass
+
+
+_OMIT = _Omit()
+
+
+@dataclass(frozen=True)
+class _RawNumber:
+    text: str
+
+
+def _nest(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for part in path[:-1]:
+        target = target.setdefault(part, {})
+    target[path[-1]] = value
+
+
+def delta_stats_json(row: Mapping[str, Any], columns: Sequence[StatsColumn], extra: Mapping[str, Any] | None = None) -> str:
+    """Delta ``stats`` JSON from one `collect_file_stats` row. ``extra`` lands under its own top-level keys
+    (we use ``"deltaopt"``): delta-rs and the Delta protocol keep unknown keys verbatim."""
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, Any] = {}
+    for i, column in enumerate(columns):
+        _nest(nulls, column.path, int(row[f"nulls_{i}"]))
+        if not column.minmax:
+            continue
+        low = _encode_value(column, row.get(f"min_{i}"), is_max=False)
+        high = _encode_value(column, row.get(f"max_{i}"), is_max=True)
+        if column.type_name in ("float", "double") and high is _OMIT:
+            low = _OMIT  # an all-NaN column has no meaningful minimum either
+        if low is not _OMIT:
+            _nest(mins, column.path, low)
+        if high is not _OMIT:
+            _nest(maxs, column.path, high)
+    document: dict[str, Any] = {
+        "numRecords": int(row["__rows"]),
+        "minValues": mins,
+        "maxValues": maxs,
+        "nullCount": nulls,
+        **(extra or {}),
+    }
+    return _dumps_exact(document)
+
+
+def _dumps_exact(document: Any) -> str:
+    """json.dumps with `_RawNumber` written as a bare JSON number (exact decimals)."""
+    token = uuid.uuid4().hex
+    raw: dict[str, str] = {}
+
+    def default(value: Any) -> Any:
+        if isinstance(value, _RawNumber):
+            key = f"{token}{len(raw)}"
+            raw[key] = value.text
+            return key
+        raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+    text = json.dumps(document, default=default, allow_nan=False, separators=(",", ":"))
+    for key, number in raw.items():
+        text = text.replace(f'"{key}"', number)
+    return text
+
+
+def data_columns(schema: StructType, partition_columns: Iterable[str]) -> StructType:
+    """The schema stored inside data files: the table schema without partition columns."""
+    from pyspark.sql.types import StructType
+
+    skip = set(partition_columns)
+    return StructType([f for f in schema.fields if f.name not in skip])
+
+
+def spark_type_name(dtype: DataType) -> str:
+    return dtype.simpleString()

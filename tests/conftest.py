@@ -1,0 +1,26 @@
+"""Shared fixtures. One SparkSession for the whole run: JVM start-up dominates (RUNTIME.md)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    from optimizer.config import SparkSettings
+    from optimizer.runtime import build_session
+
+    session = build_session(SparkSettings(master="local[2]", shuffle_partitions=4, app_name="deltaopt-tests"))
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def table_path(tmp_path: Path) -> str:
+    return str(tmp_path / "table")
