@@ -68,12 +68,70 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.workdir, scale=args.scale, parts=args.parts, fresh=not args.keep)
 
 
+def _querylog_target(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The log table and SQL context from --config/--table, or from --log alone."""
+    from optimizer.config import load_config
+    from optimizer.querylog_context import sql_context
+    from querylog.capture import SqlContext
+    from querylog.store import QueryLogTable
+
+    if args.config:
+        config = load_config(args.config)
+        table = config.table(args.table) if args.table else (config.tables[0] if len(config.tables) == 1 else None)
+        if table is None:
+            raise DeltaOptError("--table is required when the configuration has several tables")
+        return QueryLogTable(args.log or table.query_log_path), sql_context(config)
+    if not args.log:
+        raise DeltaOptError("give --log PATH, or --config FILE [--table NAME]")
+    return QueryLogTable(args.log), SqlContext()
+
+
+def cmd_querylog_import(args: argparse.Namespace) -> int:
+    from querylog.importers.eventlog import import_event_log
+    from querylog.importers.sqltext import HistoryColumns, import_history, import_sql_file
+
+    log_table, context = _querylog_target(args)
+    if args.sql:
+        report = import_sql_file(log_table, args.sql, context)
+    elif args.history:
+        columns = HistoryColumns(text=args.text_column, time=args.time_column, query_id=args.id_column)
+        report = import_history(log_table, args.history, context, columns)
+    else:
+        report = import_event_log(log_table, args.eventlog, context)
+    print(report.describe())
+    return 0
+
+
+def cmd_querylog_show(args: argparse.Namespace) -> int:
+    log_table, _ = _querylog_target(args)
+    rows = sorted(log_table.read(args.table_id), key=lambda r: r.ts)[-args.last :]
+    if args.json:
+        _print_json([r.__dict__ for r in rows])
+        return 0
+    for r in rows:
+        print(f"{r.ts:%Y-%m-%d %H:%M:%S} {r.table_id} [{r.source}] {' AND '.join(r.filters) or '(no filter)'}")
+    print(f"{len(rows)} row(s)")
+    return 0
+
+
+def cmd_querylog_quarantine(args: argparse.Namespace) -> int:
+    from querylog.store import QuarantineTable, quarantine_path
+
+    log_table, _ = _querylog_target(args)
+    records = QuarantineTable(quarantine_path(log_table.uri)).read()
+    for q in records[-args.last :]:
+        print(f"{q.ts:%Y-%m-%d %H:%M:%S} {q.source} {q.location}: {q.reason}")
+    print(f"{len(records)} quarantined input(s) in {quarantine_path(log_table.uri)}")
+    return 0
+
+
 # ---- parser --------------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="deltaopt",
+        allow_abbrev=False,
         description="Keeps Delta tables laid out (SOP + Z-order) for the queries people actually run.",
     )
     parser.add_argument("--version", action="version", version=f"deltaopt {__version__}")
@@ -93,6 +151,35 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("path")
     info.add_argument("--json", action="store_true")
     info.set_defaults(handler=cmd_table_info)
+
+    querylog = commands.add_parser("querylog", help="the query log").add_subparsers(dest="sub", required=True)
+    for name, handler, text in (
+        (
+            "import",
+            cmd_querylog_import,
+            "import queries from a SQL file, a history export or a Spark event log",
+        ),
+        ("show", cmd_querylog_show, "print logged scans"),
+        ("quarantine", cmd_querylog_quarantine, "print inputs that could not be logged, with reasons"),
+    ):
+        sub = querylog.add_parser(name, help=text)
+        sub.add_argument("--log", help="query-log table path (default: the configured table's)")
+        sub.add_argument("--config", help="YAML configuration (schemas, identities, watched tables)")
+        sub.add_argument("--table", help="configured table whose log to use")
+        sub.set_defaults(handler=handler)
+        if name == "import":
+            source = sub.add_mutually_exclusive_group(required=True)
+            source.add_argument("--sql", help="file of SQL statements separated by ';'")
+            source.add_argument("--history", help="query-history export (.csv, .json, .jsonl)")
+            source.add_argument("--eventlog", help="Spark event log file or rolling-log directory")
+            sub.add_argument("--text-column", help="history: column with the query text")
+            sub.add_argument("--time-column", help="history: column with the start time")
+            sub.add_argument("--id-column", help="history: column with the query id")
+        else:
+            sub.add_argument("--last", type=int, default=50)
+        if name == "show":
+            sub.add_argument("--table-id", help="only scans of this table identity")
+            sub.add_argument("--json", action="store_true")
 
     config = commands.add_parser("config", help="configuration files").add_subparsers(dest="sub", required=True)
     check = config.add_parser("check", help="validate a YAML configuration")

@@ -20,8 +20,15 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from optimizer.errors import ConfigError
 
 _SIZE_UNITS = {
-    "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
 }
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -160,7 +167,9 @@ class ServiceSettings(_Model):
 class LoggingSettings(_Model):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = Field("text", description="text for humans, json for log shippers")
-    decision_log: str | None = Field(None, description="JSON-lines file of decisions; default <state_dir>/decisions.jsonl")
+    decision_log: str | None = Field(
+        None, description="JSON-lines file of decisions; default <state_dir>/decisions.jsonl"
+    )
 
 
 class Config(_Model):

@@ -37,14 +37,22 @@ def test_table_thresholds_override_defaults_key_by_key():
 @pytest.mark.parametrize(
     ("data", "fragments"),
     [
-        ({"tables": [{"name": "t", "path": "/x", "thresholds": {"max_z_features": 9}}]},
-         ["tables[0].thresholds.max_z_features", "9", "less than or equal to 8"]),
-        ({"tables": [{"name": "t", "path": "/x", "interval": "soon"}]},
-         ["tables[0].interval", "'soon'", "duration"]),
-        ({"defaults": {"target_file_size": "12 parsecs"}},
-         ["defaults.target_file_size", "'12 parsecs'", "size"]),
-        ({"tables": [{"name": "t", "path": "/x", "pathh": "/y"}]},
-         ["tables[0].pathh", "Extra inputs are not permitted"]),
+        (
+            {"tables": [{"name": "t", "path": "/x", "thresholds": {"max_z_features": 9}}]},
+            ["tables[0].thresholds.max_z_features", "9", "less than or equal to 8"],
+        ),
+        (
+            {"tables": [{"name": "t", "path": "/x", "interval": "soon"}]},
+            ["tables[0].interval", "'soon'", "duration"],
+        ),
+        (
+            {"defaults": {"target_file_size": "12 parsecs"}},
+            ["defaults.target_file_size", "'12 parsecs'", "size"],
+        ),
+        (
+            {"tables": [{"name": "t", "path": "/x", "pathh": "/y"}]},
+            ["tables[0].pathh", "Extra inputs are not permitted"],
+        ),
         ({"spark": {"connect_url": "http://host:15002"}}, ["spark", "sc://"]),
         ({"tables": [{"name": "a", "path": "/x"}, {"name": "a", "path": "/y"}]}, ["unique", "'a'"]),
         ({"execution": {"mode": "ssh"}}, ["execution.mode", "'ssh'", "'auto'"]),

@@ -121,7 +121,8 @@ def test_rewrite_preserves_rows_and_commits_without_data_change(spark, table_pat
     assert [f.path for f in after.files] == [s.path for s in staged]
     assert fingerprint(table.read_files(spark, after.files, after)) == expected
     log = sorted(os.listdir(os.path.join(table_path, "_delta_log")))[-1]
-    text = open(os.path.join(table_path, "_delta_log", log)).read()
+    with open(os.path.join(table_path, "_delta_log", log)) as commit:
+        text = commit.read()
     assert '"dataChange":true' not in text.replace(" ", "")
 
 

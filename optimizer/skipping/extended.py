@@ -126,7 +126,10 @@ def from_json(document: Mapping[str, Any]) -> ExtendedStats:
         raise ValueError("SOP bits do not match the feature list")
     ranges = {
         str(expr): ValueRange(
-            r["type"], decode_value(r["type"], r.get("min")), decode_value(r["type"], r.get("max")), r.get("nulls")
+            r["type"],
+            decode_value(r["type"], r.get("min")),
+            decode_value(r["type"], r.get("max")),
+            r.get("nulls"),
         )
         for expr, r in (document.get("ranges") or {}).items()
     }

@@ -172,9 +172,7 @@ class DeltaRsTable:
             return []
         stored = data_columns(schema, snapshot.partition_columns)
         columns = stats_columns(stored, snapshot.configuration)
-        rows = collect_file_stats(
-            spark, [self.spark_uri(p) for p in listed], stored, columns, extra_aggregates
-        )
+        rows = collect_file_stats(spark, [self.spark_uri(p) for p in listed], stored, columns, extra_aggregates)
         staged = []
         for path, size in listed.items():
             row = _row_for(path, rows)
@@ -189,7 +187,14 @@ class DeltaRsTable:
             )
         return staged
 
-    def create(self, spark: SparkSession, df: DataFrame, partition_by: Sequence[str] = (), configuration: Mapping[str, str] | None = None, metadata: Mapping[str, Any] | None = None) -> Snapshot:
+    def create(
+        self,
+        spark: SparkSession,
+        df: DataFrame,
+        partition_by: Sequence[str] = (),
+        configuration: Mapping[str, str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Snapshot:
         """Create the table from `df` (first commit). Raises `TableAccessError` if a table exists."""
         from deltalake import Schema
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -216,7 +221,9 @@ class DeltaRsTable:
             raise errors.TableAccessError(f"cannot create Delta table at {self.uri}: {err}") from err
         return self.snapshot()
 
-    def append(self, staged: Sequence[StagedFile], snapshot: Snapshot, metadata: Mapping[str, Any] | None = None) -> int:
+    def append(
+        self, staged: Sequence[StagedFile], snapshot: Snapshot, metadata: Mapping[str, Any] | None = None
+    ) -> int:
         """Commit `staged` as new data (``dataChange=true``); blind appends retry on conflicts."""
         self._check_staged(staged)
         table = self._open()
@@ -271,10 +278,7 @@ class DeltaRsTable:
                 )
             actions: list[AddAction | RemoveAction] = [_add_action(f, data_change=False) for f in add]
             now = int(time.time() * 1000)
-            actions += [
-                RemoveAction(f.path, False, now, f.size, dict(active[f.path].partition_values))
-                for f in remove
-            ]
+            actions += [RemoveAction(f.path, False, now, f.size, dict(active[f.path].partition_values)) for f in remove]
             if before_commit is not None:
                 before_commit(version)
             try:
@@ -287,7 +291,12 @@ class DeltaRsTable:
                 )
             except CommitFailedError:
                 latest = self._open().version()
-                log.info("rewrite of %s planned at v%d lost a race (now v%d); re-checking", self.uri, version, latest)
+                log.info(
+                    "rewrite of %s planned at v%d lost a race (now v%d); re-checking",
+                    self.uri,
+                    version,
+                    latest,
+                )
                 version = latest
                 continue
             except (DeltaError, OSError, ValueError) as err:

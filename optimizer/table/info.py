@@ -49,8 +49,11 @@ def table_info(table: DeltaRsTable) -> TableInfo:
     index = load_index(table, snapshot)
     clustered = [f for f in snapshot.files if f.path in index]
     history = table.history(max(snapshot.version - 100, 0))
-    optimizes = [c.version for c in history if isinstance(c.metadata.get("deltaopt"), dict)
-                 and c.metadata["deltaopt"].get("operation") == "OPTIMIZE"]
+    optimizes = [
+        c.version
+        for c in history
+        if isinstance(c.metadata.get("deltaopt"), dict) and c.metadata["deltaopt"].get("operation") == "OPTIMIZE"
+    ]
     return TableInfo(
         uri=table.uri,
         version=snapshot.version,
@@ -86,6 +89,7 @@ def render(info: TableInfo) -> str:
         "file sizes  " + "  ".join(f"{label}: {count}" for label, count in info.size_histogram.items()),
         f"clustered   {info.clustered_files} files, {human_bytes(info.clustered_bytes)} ({share:.0%}) "
         f"by deltaopt; unclustered {human_bytes(info.unclustered_bytes)}",
-        f"last OPTIMIZE by deltaopt: {'never' if info.last_optimize_version is None else f'version {info.last_optimize_version}'}",
+        "last OPTIMIZE by deltaopt: "
+        + ("never" if info.last_optimize_version is None else f"version {info.last_optimize_version}"),
     ]
     return "\n".join(lines)

@@ -179,7 +179,9 @@ def _nest(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     target[path[-1]] = value
 
 
-def delta_stats_json(row: Mapping[str, Any], columns: Sequence[StatsColumn], extra: Mapping[str, Any] | None = None) -> str:
+def delta_stats_json(
+    row: Mapping[str, Any], columns: Sequence[StatsColumn], extra: Mapping[str, Any] | None = None
+) -> str:
     """Delta ``stats`` JSON from one `collect_file_stats` row. ``extra`` lands under its own top-level keys
     (we use ``"deltaopt"``): delta-rs and the Delta protocol keep unknown keys verbatim."""
     mins: dict[str, Any] = {}

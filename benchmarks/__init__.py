@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m benchmarks NAME`` prints figures and writes ``benchmarks/reports/NAME.md``."""

@@ -1,0 +1,52 @@
+"""Timing and report helpers shared by the benchmarks."""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+REPORTS = Path(__file__).parent / "reports"
+T = TypeVar("T")
+
+
+@contextmanager
+def timer() -> Iterator[list[float]]:
+    """``with timer() as t: ...`` then ``t[0]`` is the elapsed wall time in seconds."""
+    elapsed: list[float] = []
+    start = time.perf_counter()
+    try:
+        yield elapsed
+    finally:
+        elapsed.append(time.perf_counter() - start)
+
+
+def timed(function: Callable[[], T]) -> tuple[T, float]:
+    start = time.perf_counter()
+    result = function()
+    return result, time.perf_counter() - start
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [[str(c) for c in headers]] + [[f"{c:.3g}" if isinstance(c, float) else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |"  # noqa: E731
+    return "\n".join([line(cells[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells[1:])])
+
+
+def write_report(name: str, title: str, body: str, command: str) -> Path:
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    path = REPORTS / f"{name}.md"
+    header = (
+        f"# {title}\n\n"
+        f"Command: `{command}`  \n"
+        f"Run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()} "
+        f"({platform.machine()}, Python {platform.python_version()})\n\n"
+    )
+    path.write_text(header + body.rstrip() + "\n")
+    print(f"\nreport written to {path}")
+    return path

@@ -1,0 +1,135 @@
+"""Turning one observed query into query-log rows, or into a quarantine record with the reason.
+
+Every way in (the recorder, the DataFrame helper, the importers) goes through here, so a query gets
+the same rows whichever way it arrived. Bad input never raises: it becomes a `QuarantineRecord`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlglot import exp
+
+from querylog.errors import PredicateError
+from querylog.predicates.attribute import Schema, scan_filters, table_identity
+from querylog.predicates.normalize import canonical_conjuncts
+from querylog.predicates.parse import parse_condition
+from querylog.records import QuarantineRecord, ScanRecord
+
+
+@dataclass(frozen=True)
+class Captured:
+    """The outcome of capturing inputs: rows for the log and inputs for the quarantine."""
+
+    scans: tuple[ScanRecord, ...] = ()
+    quarantined: tuple[QuarantineRecord, ...] = ()
+
+    def __add__(self, other: Captured) -> Captured:
+        return Captured(self.scans + other.scans, self.quarantined + other.quarantined)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    bytes_scanned: int | None = None
+    files_scanned: int | None = None
+    duration_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class SqlContext:
+    """How statements are read: table schemas (to resolve unqualified columns), how a table reference
+    maps to a log identity, and which identities are watched (None: all)."""
+
+    schema: Schema | None = None
+    identity: Callable[[exp.Table], str] = table_identity
+    watched: Collection[str] | None = None
+    aliases: Mapping[str, str] = field(default_factory=dict)  # name in SQL -> log identity
+
+    def resolve(self, table: exp.Table) -> str:
+        name = self.identity(table)
+        return self.aliases.get(name, name)
+
+
+def capture_filters(
+    table_id: str,
+    filters: Sequence[str],
+    columns: Sequence[str],
+    ts: datetime,
+    source: str,
+    query_id: str | None = None,
+    metrics: Metrics = Metrics(),
+    location: str = "",
+) -> Captured:
+    """Rows for one scan given its filters as SQL text (each may itself be a conjunction). Columns
+    qualified by the table's name are the table's; other qualified names are struct fields."""
+    qualifiers = {table_id, table_id.rstrip("/").rsplit("/", 1)[-1].rsplit(".", 1)[-1]}
+    canonical: set[str] = set()
+    for text in filters:
+        try:
+            canonical.update(canonical_conjuncts(parse_condition(text), qualifiers))
+        except PredicateError as err:
+            return Captured(quarantined=(QuarantineRecord(ts, source, location or table_id, str(err), text),))
+    return Captured(
+        scans=(
+            ScanRecord(
+                query_id=query_id or uuid.uuid4().hex,
+                ts=ts,
+                table_id=table_id,
+                filters=tuple(sorted(canonical)),
+                columns=tuple(sorted({c.lower() for c in columns})) or ("*",),
+                source=source,
+                raw=" AND ".join(f"({f})" for f in filters) or None,
+                bytes_scanned=metrics.bytes_scanned,
+                files_scanned=metrics.files_scanned,
+                duration_ms=metrics.duration_ms,
+            ),
+        )
+    )
+
+
+def capture_sql(
+    sql: str,
+    ts: datetime,
+    source: str,
+    context: SqlContext = SqlContext(),
+    query_id: str | None = None,
+    metrics: Metrics = Metrics(),
+    location: str = "",
+) -> Captured:
+    """Rows for every scan of a statement; quarantined when it does not parse, is not a query, or reads
+    no watched table."""
+
+    def quarantine(reason: str) -> Captured:
+        return Captured(quarantined=(QuarantineRecord(ts, source, location or "-", reason, sql),))
+
+    try:
+        result = scan_filters(sql, context.schema, context.resolve)
+    except PredicateError as err:
+        return quarantine(str(err))
+    scans = [s for s in result.scans if context.watched is None or s.table in context.watched]
+    if not scans:
+        read = sorted({s.table for s in result.scans})
+        return quarantine(f"reads no watched table (reads: {', '.join(read) or 'nothing'})")
+    query_id = query_id or uuid.uuid4().hex
+    single = len(scans) == 1
+    return Captured(
+        scans=tuple(
+            ScanRecord(
+                query_id=query_id,
+                ts=ts,
+                table_id=s.table,
+                filters=s.filters,
+                columns=s.columns,
+                source=source,
+                raw=sql,
+                # Metrics of a whole query only describe a scan when it is the query's only scan.
+                bytes_scanned=metrics.bytes_scanned if single else None,
+                files_scanned=metrics.files_scanned if single else None,
+                duration_ms=metrics.duration_ms if single else None,
+            )
+            for s in scans
+        )
+    )

@@ -1,0 +1,63 @@
+"""Recording the table scans of a PySpark DataFrame.
+
+The physical plan is converted with Spark's own ``SparkPlanInfo.fromSparkPlan`` (the structure the
+event log serialises), so a DataFrame is read by the same code as an event-log execution: scan
+location, read schema, pushed and unambiguous data filters. Needs classic PySpark (a JVM gateway);
+under Spark Connect, record SQL text or import event logs instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from querylog.errors import QueryLogError
+from querylog.importers.eventlog import _location, _scan_nodes, _table_name, scan_filters_from_plan
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from querylog.recorder import Recorder
+
+
+def _plan_info(spark: Any, plan: Any) -> dict[str, Any]:
+    info = spark._jvm.org.apache.spark.sql.execution.SparkPlanInfo.fromSparkPlan(plan)
+    return _to_dict(info)
+
+
+def _to_dict(info: Any) -> dict[str, Any]:
+    metadata = {}
+    iterator = info.metadata().iterator()
+    while iterator.hasNext():
+        entry = iterator.next()
+        metadata[str(entry._1())] = str(entry._2())
+    children = info.children()
+    return {
+        "nodeName": str(info.nodeName()),
+        "metadata": metadata,
+        "children": [_to_dict(children.apply(i)) for i in range(children.size())],
+    }
+
+
+def dataframe_scans(df: DataFrame, aliases: Mapping[str, str] | None = None) -> list[tuple[str, list[str], list[str]]]:
+    """(table identity, filters as SQL, columns read) for every file scan of `df`'s plan."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        raise QueryLogError("recording a DataFrame needs classic PySpark; under Spark Connect record its SQL text")
+    plan = _plan_info(df.sparkSession, jdf.queryExecution().sparkPlan())
+    aliases = aliases or {}
+    scans = []
+    for node in _scan_nodes(plan):
+        path, name = _location(node["metadata"]), _table_name(node)
+        table_id = aliases.get(path) or (aliases.get(name) if name else None) or name or path
+        filters, columns = scan_filters_from_plan(node)
+        scans.append((table_id, filters, columns))
+    return scans
+
+
+def record_dataframe(recorder: Recorder, df: DataFrame, aliases: Mapping[str, str] | None = None) -> int:
+    """Record the scans of `df` (call it where the DataFrame is executed). Returns scans recorded."""
+    scans = dataframe_scans(df, aliases)
+    for table_id, filters, columns in scans:
+        recorder.record(table_id, filters, columns)
+    return len(scans)

@@ -1,0 +1,235 @@
+"""Which filter conjuncts of a query reach which table scan (what Spark would push down).
+
+Passes, in order:
+
+1. parse the statement, keep its query (`parse.parse_query`);
+2. inline non-recursive CTEs, so each reference is its own scan (Spark inlines them too);
+3. sqlglot ``qualify`` (resolve aliases, qualify columns with the schema when one is given) and
+   ``pushdown_predicates`` (move conjuncts into derived tables and join conditions);
+4. per SELECT scope, attribute every conjunct of WHERE and of the join conditions to the single base
+   table whose columns it reads, following outer-join semantics: a conjunct in a LEFT JOIN's ON clause
+   filters only the joined (right) table; a WHERE conjunct on the null-supplying side of an outer join
+   is pushed only if it is null-intolerant; nothing in a FULL JOIN's ON clause is a scan filter;
+5. from a conjunct over several tables that is an OR of ANDs, derive each table's implied filter
+   (``(n1.a = 1 AND n2.a = 2) OR (n1.a = 2 AND n2.a = 1)`` gives ``a IN (1, 2)`` on n1 and on n2),
+   as Spark's PushExtraPredicateThroughJoin does;
+6. normalise each table's conjuncts (`normalize.normalize_conjuncts`).
+
+Conjuncts over several tables are join predicates; conjuncts with subqueries are not scan filters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError, SqlglotError
+from sqlglot.optimizer.pushdown_predicates import pushdown_predicates
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope, traverse_scope
+
+from querylog.errors import PredicateError
+from querylog.predicates.normalize import canonical_conjuncts, split_conjuncts
+from querylog.predicates.parse import DIALECT, parse_query
+
+Schema = Mapping[str, Mapping[str, str]]
+Identity = Callable[[exp.Table], str]
+NULL_TOLERANT = (exp.Is, exp.Coalesce, exp.NullSafeEQ, exp.NullSafeNEQ, exp.If, exp.Case, exp.Nullif)
+
+
+@dataclass(frozen=True)
+class TableScan:
+    """One scan of a base table with the canonical conjuncts pushed to it."""
+
+    table: str
+    alias: str
+    filters: tuple[str, ...]
+    columns: tuple[str, ...]  # columns read; ("*",) when a star could not be expanded
+
+
+@dataclass(frozen=True)
+class QueryScans:
+    scans: tuple[TableScan, ...]
+    join_predicates: int
+    unattributed: tuple[str, ...]  # conjuncts whose table could not be decided (no schema)
+
+
+def table_identity(table: exp.Table) -> str:
+    """``delta.`/path``` is the path; otherwise the lower-cased dotted name as written."""
+    if table.db and table.db.lower() == "delta" and not table.catalog:
+        return table.name
+    return ".".join(p.lower() for p in (table.catalog, table.db, table.name) if p)
+
+
+def inline_ctes(expression: exp.Expression) -> exp.Expression:
+    """Replace references to non-recursive CTEs by the CTE's query, aliased as the reference was."""
+    for with_ in list(expression.find_all(exp.With)):
+        if with_.args.get("recursive"):
+            continue
+        parent = with_.parent
+        definitions = {cte.alias_or_name.lower(): cte.this for cte in with_.expressions}
+        for table in list(parent.find_all(exp.Table)) if parent else []:
+            name = table.name.lower()
+            if table.db or name not in definitions:
+                continue
+            alias = table.alias_or_name
+            table.replace(
+                exp.Subquery(this=definitions[name].copy(), alias=exp.TableAlias(this=exp.to_identifier(alias)))
+            )
+        with_.pop()
+    return expression
+
+
+def scan_filters(
+    sql: str, schema: Schema | None = None, identity: Identity = table_identity, dialect: str = DIALECT
+) -> QueryScans:
+    """Per-table scans of `sql` with their canonical filter conjuncts. Raises `PredicateError`."""
+    query = parse_query(sql, dialect)
+    try:
+        query = inline_ctes(query)
+        query = qualify(
+            query,
+            schema=dict(schema) if schema else None,
+            dialect=dialect,
+            validate_qualify_columns=False,
+            quote_identifiers=False,
+            identify=False,
+        )
+        query = pushdown_predicates(query, dialect=dialect)
+        scopes = list(traverse_scope(query))
+    except (OptimizeError, SqlglotError, RecursionError) as err:
+        raise PredicateError(f"cannot resolve the query's tables and columns: {err}") from err
+    scans: list[TableScan] = []
+    joins = 0
+    unattributed: list[str] = []
+    for scope in scopes:
+        found, scope_joins, lost = _scope_scans(scope, identity)
+        scans += found
+        joins += scope_joins
+        unattributed += lost
+    return QueryScans(tuple(scans), joins, tuple(unattributed))
+
+
+def _base_tables(scope: Scope) -> dict[str, exp.Table]:
+    return {alias: source for alias, source in scope.sources.items() if isinstance(source, exp.Table)}
+
+
+def _aliases(expression: exp.Expression) -> set[str] | None:
+    """Table aliases a conjunct reads; None when some column is unqualified."""
+    aliases = set()
+    for column in expression.find_all(exp.Column):
+        if not column.table:
+            return None
+        aliases.add(column.table)
+    return aliases
+
+
+def _has_subquery(expression: exp.Expression) -> bool:
+    return any(
+        isinstance(n, exp.Subquery | exp.Select | exp.Exists) for n in expression.walk() if n is not expression
+    ) or isinstance(expression, exp.Exists)
+
+
+def _null_tolerant(expression: exp.Expression) -> bool:
+    return any(isinstance(n, NULL_TOLERANT) for n in expression.walk()) or any(
+        isinstance(n, exp.Anonymous) and n.name.lower() in ("isnull", "nvl2") for n in expression.walk()
+    )
+
+
+def _scope_scans(scope: Scope, identity: Identity) -> tuple[list[TableScan], int, list[str]]:
+    select = scope.expression
+    if not isinstance(select, exp.Select):
+        return [], 0, []
+    tables = _base_tables(scope)
+    order = [select.args["from"].this.alias_or_name] if select.args.get("from") else []
+    null_supplying: set[str] = set()
+    filters: dict[str, list[exp.Expression]] = {alias: [] for alias in tables}
+    pool: list[exp.Expression] = []  # WHERE and inner-join ON conjuncts
+    for join in select.args.get("joins") or []:
+        alias = join.this.alias_or_name
+        side = (join.side or "").upper()
+        on = join.args.get("on")
+        conjuncts = split_conjuncts(on) if on is not None else []
+        if side == "LEFT":
+            null_supplying.add(alias)
+            filters.setdefault(alias, []).extend(
+                c for c in conjuncts if _aliases(c) == {alias} and not _has_subquery(c)
+            )
+        elif side == "RIGHT":
+            null_supplying.update(order)
+            filters_for = [c for c in conjuncts if (a := _aliases(c)) and len(a) == 1 and alias not in a]
+            for c in filters_for:
+                filters.setdefault(next(iter(_aliases(c) or ())), []).append(c)
+        elif side == "FULL":
+            null_supplying.update([*order, alias])
+        else:
+            pool += conjuncts
+        order.append(alias)
+    where = select.args.get("where")
+    if where is not None:
+        pool += split_conjuncts(where.this)
+
+    joins = 0
+    lost: list[str] = []
+    for conjunct in pool:
+        if _has_subquery(conjunct):
+            continue
+        aliases = _aliases(conjunct)
+        if aliases is None:
+            if len(scope.sources) == 1 and len(tables) == 1:
+                filters[next(iter(tables))].append(conjunct)
+            else:
+                lost.append(conjunct.sql(DIALECT))
+            continue
+        if len(aliases) == 1:
+            alias = next(iter(aliases))
+            if alias in tables and not (alias in null_supplying and _null_tolerant(conjunct)):
+                filters[alias].append(conjunct)
+            continue
+        if len(aliases) > 1:
+            joins += 1
+            for alias in aliases & tables.keys():
+                implied = _implied_filter(conjunct, alias)
+                if implied is not None and alias not in null_supplying:
+                    filters[alias].append(implied)
+
+    scans = []
+    columns = _read_columns(scope, tables)
+    for alias, table in tables.items():
+        canonical: set[str] = set()
+        for conjunct in filters.get(alias, []):
+            canonical.update(canonical_conjuncts(conjunct, qualifiers=[alias]))
+        scans.append(TableScan(identity(table), alias, tuple(sorted(canonical)), columns.get(alias, ())))
+    return scans, joins, lost
+
+
+def _implied_filter(conjunct: exp.Expression, alias: str) -> exp.Expression | None:
+    """For an OR of ANDs over several tables, the OR of each branch's conjuncts on `alias` alone."""
+    conjunct = conjunct.unnest()
+    if not isinstance(conjunct, exp.Or):
+        return None
+    branches = []
+    for branch in conjunct.flatten():
+        own = [c for c in split_conjuncts(branch) if _aliases(c) == {alias} and not _has_subquery(c)]
+        if not own:
+            return None
+        branches.append(exp.and_(*[c.copy() for c in own]) if len(own) > 1 else own[0].copy())
+    return exp.or_(*branches)
+
+
+def _read_columns(scope: Scope, tables: Mapping[str, exp.Table]) -> dict[str, tuple[str, ...]]:
+    columns: dict[str, set[str]] = {alias: set() for alias in tables}
+    for column in scope.columns:
+        if column.table in columns:
+            columns[column.table].add(column.name.lower())
+    for star in scope.expression.find_all(exp.Star):
+        parent = star.parent
+        qualifier = parent.table if isinstance(parent, exp.Column) else None
+        for alias in columns:
+            if qualifier in (None, "", alias):
+                columns[alias].add("*")
+    if len(tables) == 1:
+        alias = next(iter(tables))
+        columns[alias].update(c.name.lower() for c in scope.columns if not c.table)
+    return {alias: tuple(sorted(names)) if "*" not in names else ("*",) for alias, names in columns.items()}

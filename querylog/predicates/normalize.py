@@ -1,0 +1,328 @@
+"""Canonical forms for filter conjuncts, so equal predicates get equal text.
+
+A pipeline of small passes (sqlglot-optimizer style), each ``pass(expression) -> expression``, run in
+order by `normalize_conjuncts`:
+
+>>> from querylog.predicates.parse import parse_condition
+>>> [c.sql("spark") for c in normalize_conjuncts(parse_condition("NOT (5 > X) AND y BETWEEN 1 AND 2.50"))]
+['x >= 5', 'y <= 2.5', 'y >= 1']
+
+What the passes guarantee, beyond sqlglot's ``simplify`` (NOT pushed in, column side on the left with
+the operator flipped, BETWEEN as two ranges, constant date arithmetic folded):
+
+* negation explicit: ``x NOT LIKE p`` is ``NOT x LIKE p`` (never a ``negate`` flag);
+* identifiers lower-cased (Spark resolves them case-insensitively), table qualifiers removed;
+* ``x <=> c`` with a non-NULL constant is ``x = c``, and ``x <=> NULL`` is ``x IS NULL``;
+* ``x = a OR x = b OR x IN (c)`` is ``x IN (a, b, c)``, lists deduplicated and sorted, a one-element
+  list is an equality;
+* ``x LIKE 'abc%'`` (no other wildcard) is ``STARTSWITH(x, 'abc')``;
+* no parentheses that carry no meaning (``(x * 2) < 4`` is ``x * 2 < 4``);
+* numeric literals without redundant zeros (``1.50`` is ``1.5``, ``2.0`` is ``2``);
+* operands of AND/OR, and the two columns of a column-to-column comparison, in a fixed order;
+* the result split into its top-level conjuncts, TRUE conjuncts dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+
+from sqlglot import exp
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.optimizer.simplify import simplify
+
+from querylog.predicates.parse import DIALECT, parse_condition
+
+Pass = Callable[[exp.Expression], exp.Expression]
+
+FLIPPED: dict[type[exp.Expression], type[exp.Expression]] = {
+    exp.LT: exp.GT,
+    exp.LTE: exp.GTE,
+    exp.GT: exp.LT,
+    exp.GTE: exp.LTE,
+    exp.EQ: exp.EQ,
+    exp.NEQ: exp.NEQ,
+}
+COMPARISONS = tuple(FLIPPED)
+LIKE_WILDCARDS = ("%", "_", "\\")
+
+
+def sql(expression: exp.Expression) -> str:
+    """The canonical text of a normalised expression."""
+    return expression.sql(dialect=DIALECT)
+
+
+def unqualify(expression: exp.Expression, qualifiers: Iterable[str] = ()) -> exp.Expression:
+    """Drop table qualifiers; a qualifier that is not one of `qualifiers` is a struct column instead
+    (``s.a`` on a table without an ``s`` alias reads field ``a`` of column ``s``)."""
+    known = {q.lower() for q in qualifiers}
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Column) or not node.table:
+            return node
+        parts = [p for p in (node.args.get("catalog"), node.args.get("db"), node.args.get("table")) if p]
+        names = [p.name for p in parts]
+        if names and names[-1].lower() in known:
+            return exp.column(node.this.copy())
+        root: exp.Expression = exp.column(parts[0].copy())
+        for part in [*parts[1:], node.this]:
+            root = exp.Dot(this=root, expression=part.copy())
+        return root
+
+    return expression.transform(rewrite, copy=True)
+
+
+NEGATABLE = (exp.Like, exp.ILike, exp.Is)
+
+
+def explicit_negation(expression: exp.Expression) -> exp.Expression:
+    """sqlglot parses ``x NOT LIKE p`` as ``Like(negate=True)``; make it ``NOT (x LIKE p)`` so no later
+    pass (or the pruning code) can miss the negation."""
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, NEGATABLE) and node.args.get("negate"):
+            plain = node.copy()
+            plain.set("negate", None)
+            return exp.Not(this=plain)
+        return node
+
+    return expression.transform(rewrite, copy=False)
+
+
+def remove_double_negation(expression: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        while isinstance(node, exp.Not) and isinstance(node.this.unnest(), exp.Not):
+            node = node.this.unnest().this.unnest()
+        return node
+
+    return expression.transform(rewrite, copy=False)
+
+
+PREDICATES = (*COMPARISONS, exp.In, exp.Between, exp.Like, exp.ILike, exp.Is, exp.RegexpLike, exp.StartsWith)
+ATOMS = (exp.Column, exp.Literal, exp.Dot, exp.Bracket, exp.Func, exp.Cast, exp.Boolean, exp.Null)
+
+
+def remove_redundant_parens(expression: exp.Expression) -> exp.Expression:
+    """Parentheses around an atom, or around arithmetic directly inside a comparison (which binds more
+    loosely than any arithmetic), carry no meaning: ``(x * 2) < 4`` is ``x * 2 < 4``."""
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Paren):
+            return node
+        inner = node.this
+        if isinstance(inner, exp.And | exp.Or | exp.Not | exp.Xor):
+            return node
+        if isinstance(inner, ATOMS) or isinstance(node.parent, PREDICATES) or node.parent is None:
+            return inner
+        return node
+
+    return expression.transform(rewrite, copy=False)
+
+
+def lower_identifiers(expression: exp.Expression) -> exp.Expression:
+    return normalize_identifiers(expression, dialect=DIALECT)
+
+
+def simplify_pass(expression: exp.Expression) -> exp.Expression:
+    return simplify(expression, dialect=DIALECT)
+
+
+def _is_constant(node: exp.Expression) -> bool:
+    return not any(isinstance(n, exp.Column | exp.Subquery | exp.Select) for n in node.walk())
+
+
+def null_safe_equality(expression: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.NullSafeEQ) and _is_constant(node.expression):
+            if isinstance(node.expression, exp.Null):
+                return exp.Is(this=node.this, expression=exp.Null())
+            return exp.EQ(this=node.this, expression=node.expression)
+        return node
+
+    return expression.transform(rewrite, copy=False)
+
+
+def _in_members(node: exp.Expression) -> tuple[exp.Expression, list[exp.Expression]] | None:
+    """(expression, constants) when `node` is ``e = c`` or ``e IN (c, ...)`` with constants only."""
+    if isinstance(node, exp.EQ) and _is_constant(node.expression) and not _is_constant(node.this):
+        return node.this, [node.expression]
+    if (
+        isinstance(node, exp.In)
+        and not node.args.get("query")
+        and node.expressions
+        and all(_is_constant(e) for e in node.expressions)
+        and not _is_constant(node.this)
+    ):
+        return node.this, list(node.expressions)
+    return None
+
+
+def equalities_to_in(expression: exp.Expression) -> exp.Expression:
+    """``x = a OR x = b`` -> ``x IN (a, b)``; IN lists deduplicated and sorted; one element -> ``=``."""
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Or):
+            disjuncts = list(node.flatten())
+            members = [_in_members(d.unnest()) for d in disjuncts]
+            targets = {sql(m[0]) for m in members if m}
+            if all(members) and len(targets) == 1:
+                values = [v for m in members if m for v in m[1]]
+                return _in(members[0][0], values)  # type: ignore[index]
+        if isinstance(node, exp.In):
+            found = _in_members(node)
+            if found:
+                return _in(*found)
+        return node
+
+    return expression.transform(rewrite, copy=False)
+
+
+def _in(target: exp.Expression, values: list[exp.Expression]) -> exp.Expression:
+    unique = {sql(v): v for v in values}
+    ordered = [v.copy() for v in sorted(unique.values(), key=_value_order)]
+    if len(ordered) == 1:
+        return exp.EQ(this=target.copy(), expression=ordered[0])
+    return exp.In(this=target.copy(), expressions=ordered)
+
+
+def _value_order(value: exp.Expression) -> tuple[int, Decimal, str]:
+    """Numbers by value, then strings by value, then anything else by its SQL text."""
+    if isinstance(value, exp.Literal):
+        if value.is_string:
+            return (1, Decimal(0), value.this)
+        try:
+            return (0, Decimal(value.this), "")
+        except InvalidOperation:
+            pass
+    return (2, Decimal(0), sql(value))
+
+
+def like_prefix_to_startswith(expression: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Like) and not node.args.get("escape"):
+            pattern = node.expression
+            if isinstance(pattern, exp.Literal) and pattern.is_string:
+                text = pattern.this
+                prefix = text[:-1]
+                if text.endswith("%") and prefix and not any(w in prefix for w in LIKE_WILDCARDS):
+                    return exp.StartsWith(this=node.this, expression=exp.Literal.string(prefix))
+        return node
+
+    return expression.transform(rewrite, copy=False)
+
+
+def canonical_numbers(expression: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Literal) and not node.is_string:
+            text = node.this
+            if "." in text and "e" not in text.lower():
+                stripped = text.rstrip("0").rstrip(".")
+                if stripped and stripped != text:
+                    return exp.Literal.number(stripped if stripped not in ("", "-") else "0")
+        return node
+
+    return expression.transform(rewrite, copy=False)
+
+
+def factor_common_conjuncts(expression: exp.Expression) -> exp.Expression:
+    """``(a AND b) OR (a AND c)`` -> ``a AND (b OR c)``, as Spark's BooleanSimplification does, so the
+    shared conjunct becomes a filter of its own (and ``(a AND b) OR a`` -> ``a``)."""
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Or):
+            return node
+        branches = [{sql(c): c for c in split_conjuncts(b)} for b in node.flatten()]
+        common = set.intersection(*(set(b) for b in branches))
+        if not common:
+            return node
+        shared = [branches[0][k].copy() for k in sorted(common)]
+        remainders = [[c for k, c in b.items() if k not in common] for b in branches]
+        if any(not r for r in remainders):
+            return exp.and_(*shared)
+        alternatives = [exp.and_(*[c.copy() for c in r]) if len(r) > 1 else r[0].copy() for r in remainders]
+        return exp.and_(*shared, exp.Paren(this=exp.or_(*alternatives)))
+
+    return expression.transform(rewrite, copy=False)
+
+
+def order_operands(expression: exp.Expression) -> exp.Expression:
+    """Fixed operand order for AND/OR and for comparisons between two non-constant sides."""
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.And | exp.Or):
+            operands = sorted((o.unnest() for o in node.flatten()), key=sql)
+            combined = operands[0]
+            for operand in operands[1:]:
+                combined = type(node)(this=_wrap(combined, node), expression=_wrap(operand, node))
+            return combined
+        if (
+            isinstance(node, COMPARISONS)
+            and not _is_constant(node.this)
+            and not _is_constant(node.expression)
+            and sql(node.expression) < sql(node.this)
+        ):
+            return FLIPPED[type(node)](this=node.expression, expression=node.this)
+        return node
+
+    return expression.transform(rewrite, copy=False)
+
+
+def _wrap(operand: exp.Expression, parent: exp.Expression) -> exp.Expression:
+    """Parenthesise an OR inside an AND (and vice versa) so the rendered text keeps its meaning."""
+    return (
+        exp.Paren(this=operand)
+        if isinstance(operand, exp.And | exp.Or) and type(operand) is not type(parent)
+        else operand
+    )
+
+
+PASSES: tuple[Pass, ...] = (
+    explicit_negation,
+    lower_identifiers,
+    simplify_pass,
+    explicit_negation,
+    remove_double_negation,
+    remove_redundant_parens,
+    null_safe_equality,
+    equalities_to_in,
+    like_prefix_to_startswith,
+    canonical_numbers,
+    order_operands,
+    factor_common_conjuncts,
+    order_operands,
+)
+
+
+def split_conjuncts(expression: exp.Expression) -> list[exp.Expression]:
+    expression = expression.unnest()
+    if isinstance(expression, exp.And):
+        return [c for part in expression.flatten() for c in split_conjuncts(part)]
+    if isinstance(expression, exp.Boolean) and expression.this is True:
+        return []
+    return [expression]
+
+
+def normalize_conjuncts(expression: exp.Expression, qualifiers: Iterable[str] = ()) -> list[exp.Expression]:
+    """The canonical conjuncts of a predicate on one table (input is not modified)."""
+    result = unqualify(expression, qualifiers)
+    for rule in PASSES:
+        result = rule(result)
+    conjuncts = split_conjuncts(result)
+    unique = {sql(c): c for c in conjuncts}
+    return [unique[k] for k in sorted(unique)]
+
+
+@lru_cache(maxsize=65536)
+def _parsed_canonical(text: str) -> exp.Expression:
+    return explicit_negation(unqualify(parse_condition(text)))
+
+
+def parse_canonical(text: str) -> exp.Expression:
+    """A canonical conjunct stored as text (cached: the same texts recur constantly). Qualified names
+    in canonical text are struct fields, as `unqualify` wrote them."""
+    return _parsed_canonical(text).copy()
+
+
+def canonical_conjuncts(expression: exp.Expression, qualifiers: Iterable[str] = ()) -> list[str]:
+    return [sql(c) for c in normalize_conjuncts(expression, qualifiers)]

@@ -1,0 +1,152 @@
+"""The predicate model: golden files for attribution and normalisation, classification, allow-list."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from querylog.errors import PredicateError, UnsafeExpressionError
+from querylog.predicates.allowlist import check_evaluable, unsafe_parts
+from querylog.predicates.attribute import scan_filters
+from querylog.predicates.classify import ZShape, classify_text
+from querylog.predicates.normalize import canonical_conjuncts, parse_canonical, sql
+from querylog.predicates.parse import parse_condition, parse_query
+from tests.golden import FIXTURES, load_cases
+
+SCHEMA = json.loads((FIXTURES / "tpch" / "schema.json").read_text())
+
+
+def _render(scans) -> tuple[str, ...]:
+    ordered = sorted(scans.scans, key=lambda s: (s.table, s.alias, s.filters))
+    return tuple(f"{s.table} AS {s.alias}: " + (" && ".join(s.filters) or "-") for s in ordered)
+
+
+@pytest.mark.parametrize(
+    "case", load_cases("querylog/tpch_scans.txt") + load_cases("querylog/scans.txt"), ids=lambda c: c.title
+)
+def test_scan_filters_golden(case):
+    assert _render(scan_filters(case.source, SCHEMA)) == case.expected
+
+
+@pytest.mark.parametrize("case", load_cases("querylog/normalize.txt"), ids=lambda c: c.title)
+def test_normalize_golden(case):
+    assert tuple(canonical_conjuncts(parse_condition(case.source))) == case.expected
+
+
+def test_canonical_text_is_a_fixed_point():
+    """Normalising canonical text again changes nothing (the log stores canonical text)."""
+    for case in load_cases("querylog/normalize.txt"):
+        for text in case.expected:
+            assert canonical_conjuncts(parse_canonical(text)) == [text]
+
+
+def test_read_columns_per_scan():
+    scans = scan_filters(
+        "SELECT l.l_orderkey, sum(l.l_extendedprice) FROM lineitem l JOIN orders o ON l.l_orderkey = o.o_orderkey "
+        "WHERE o.o_orderdate > DATE '1995-01-01' GROUP BY l.l_orderkey",
+        SCHEMA,
+    ).scans
+    columns = {s.alias: s.columns for s in scans}
+    assert columns["l"] == ("l_extendedprice", "l_orderkey")
+    assert columns["o"] == ("o_orderdate", "o_orderkey")
+
+
+def test_star_without_schema_reads_everything():
+    (scan,) = scan_filters("SELECT * FROM t WHERE a > 1").scans
+    assert scan.columns == ("*",) and scan.filters == ("a > 1",)
+
+
+def test_join_predicates_are_counted():
+    result = scan_filters(
+        "SELECT * FROM lineitem l, orders o WHERE l.l_orderkey = o.o_orderkey AND l.l_tax < o.o_totalprice",
+        SCHEMA,
+    )
+    assert result.join_predicates == 2
+    assert all(not s.filters for s in result.scans)
+
+
+def test_ambiguous_columns_without_schema_are_reported_not_guessed():
+    result = scan_filters("SELECT * FROM a JOIN b ON a.id = b.id WHERE x > 3")
+    assert result.unattributed == ("x > 3",)
+    assert all(not s.filters for s in result.scans)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "CREATE TABLE t (a INT)",
+        "SET spark.sql.shuffle.partitions = 4",
+        "SELEC * FROM t",
+        "",
+        "SELECT 1; SELECT 2",
+    ],
+)
+def test_statements_that_are_not_single_queries_are_rejected(statement):
+    with pytest.raises(PredicateError):
+        parse_query(statement)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "l_shipdate >= CAST('1994-01-01' AS DATE)",
+            ZShape("l_shipdate", ">=", "CAST('1994-01-01' AS DATE)", "l_shipdate"),
+        ),
+        ("MONTH(l_shipdate) = 12", ZShape("MONTH(l_shipdate)", "=", "12", "l_shipdate")),
+        ("STARTSWITH(p_name, 'forest')", ZShape("p_name", "startswith", "'forest'", "p_name")),
+        ("props['country'] = 'NL'", ZShape("props['country']", "=", "'NL'", "props")),
+        ("l_quantity * 2 < 4", ZShape("l_quantity * 2", "<", "4", "l_quantity")),
+        ("l_shipmode IN ('MAIL', 'SHIP')", None),
+        ("l_comment LIKE '%special%'", None),
+        ("l_commitdate < l_receiptdate", None),
+        ("p_brand <> 'Brand#45'", None),
+        ("a = 1 OR b = 2", None),
+        ("NOT STARTSWITH(p_type, 'MEDIUM')", None),
+        ("my_udf(x) = 1", ZShape("MY_UDF(x)", "=", "1", "x")),
+    ],
+)
+def test_classification(text, expected):
+    assert classify_text(text).z == expected
+
+
+def test_allow_list_accepts_deterministic_functions():
+    for text in [
+        "MONTH(d) = 12",
+        "LOWER(s) LIKE '%a%'",
+        "m['k'] = 'v'",
+        "CAST(x AS INT) > 3",
+        "pmod(x, 7) = 1",
+        "DATEDIFF(a, b) < 3",
+        "s RLIKE '^a'",
+        "COALESCE(x, 0) > 1",
+        "s.a.b = 1",
+        "x IN (1, 2)",
+    ]:
+        check_evaluable(parse_canonical(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "offender"),
+    [
+        ("my_udf(x) = 1", "my_udf()"),
+        ("reflect('java.lang.Runtime', 'getRuntime') IS NULL", "reflect()"),
+        ("rand() < 0.5", "rand()"),
+        ("d > current_date()", "current_date()"),
+        ("java_method('a', 'b') = 1", "java_method()"),
+        ("x IN (SELECT y FROM t)", "Select"),
+    ],
+)
+def test_allow_list_rejects_the_rest(text, offender):
+    expression = parse_condition(text)
+    assert offender in unsafe_parts(expression)
+    with pytest.raises(UnsafeExpressionError, match="allow-list"):
+        check_evaluable(expression)
+
+
+def test_sql_renders_quoted_identifiers_safely():
+    """A hostile column name cannot escape into SQL: sqlglot quotes and escapes identifiers."""
+    expression = parse_condition("`a`` OR 1=1 --` = 1")
+    assert expression.sql(dialect="spark", identify=True) == "`a`` OR 1=1 --` = 1"
+    assert sql(expression) == "`a`` OR 1=1 --` = 1"
