@@ -7,6 +7,7 @@ import importlib
 
 BENCHMARKS = {
     "querylog": "benchmarks.querylog_bench",
+    "analyser": "benchmarks.analyser_bench",
 }
 
 

@@ -125,6 +125,49 @@ def cmd_querylog_quarantine(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configured_table(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from optimizer.config import load_config
+
+    config = load_config(args.config)
+    if args.table:
+        return config, config.table(args.table)
+    if len(config.tables) != 1:
+        raise DeltaOptError("--table is required when the configuration has several tables")
+    return config, config.tables[0]
+
+
+def cmd_analyse(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from optimizer.analysis import analyse_table
+    from optimizer.runtime import build_session
+    from optimizer.table import open_table
+    from querylog.store import QueryLogTable
+
+    config, table = _configured_table(args)
+    spark = build_session(config.spark)
+    result = analyse_table(
+        spark,
+        open_table(table.path),
+        table.identity,
+        QueryLogTable(table.query_log_path),
+        table.thresholds,
+        datetime.now(UTC),
+    )
+    if args.json:
+        _print_json(result.as_dict())
+        return 0
+    print(f"{table.name}: {result.scans} scans in the window, sample of {result.sample_rows} rows")
+    for label, values in result.features.as_dict().items():
+        if label != "sop_weights":
+            print(f"  {label:8} {', '.join(values) or '-'}")  # type: ignore[arg-type]
+    print("candidates:")
+    for c in result.candidates:
+        points = f" points={c.comparison_points}" if c.comparison_points is not None else ""
+        print(f"  [{c.role.value:8}] {c.kind:3} {c.feature}  share={c.share:.1%}{points}\n             {c.reason}")
+    return 0
+
+
 # ---- parser --------------------------------------------------------------------------------------
 
 
@@ -151,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("path")
     info.add_argument("--json", action="store_true")
     info.set_defaults(handler=cmd_table_info)
+
+    analyse = commands.add_parser("analyse", help="choose clustering features from the workload, and say why")
+    analyse.add_argument("--config", required=True)
+    analyse.add_argument("--table", help="configured table name (optional with a single table)")
+    analyse.add_argument("--json", action="store_true")
+    analyse.set_defaults(handler=cmd_analyse)
 
     querylog = commands.add_parser("querylog", help="the query log").add_subparsers(dest="sub", required=True)
     for name, handler, text in (

@@ -150,3 +150,19 @@ def test_sql_renders_quoted_identifiers_safely():
     expression = parse_condition("`a`` OR 1=1 --` = 1")
     assert expression.sql(dialect="spark", identify=True) == "`a`` OR 1=1 --` = 1"
     assert sql(expression) == "`a`` OR 1=1 --` = 1"
+
+
+def test_template_classification_matches_full_classification():
+    """classify_text reuses one parse per token template; it must agree with parsing every text."""
+    from optimizer.tpch import lineitem_queries
+    from querylog.predicates.classify import classify
+
+    texts = {t for case in load_cases("querylog/normalize.txt") for t in case.expected}
+    for case in load_cases("querylog/tpch_scans.txt") + load_cases("querylog/scans.txt"):
+        for line in case.expected:
+            texts.update(f for f in line.split(": ", 1)[1].split(" && ") if f != "-")
+    for query in lineitem_queries(300, seed=9):
+        texts.update(scan_filters(query, SCHEMA).scans[0].filters)
+    texts.update(["SUBSTRING(c_phone, 1, 2) = '13'", "SUBSTRING(c_phone, 1, 3) = '1'", "STARTSWITH(LOWER(s), 'ab')"])
+    for text in sorted(texts):
+        assert classify_text(text) == classify(parse_canonical(text)), text

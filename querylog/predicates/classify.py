@@ -11,10 +11,16 @@ candidate, the constant one of its comparison points. Everything else (``IN`` li
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.tokens import TokenType
 
 from querylog.predicates.normalize import parse_canonical, sql
+from querylog.predicates.parse import DIALECT
+
+_TOKENIZER = Dialect.get_or_raise(DIALECT).tokenizer_class()
 
 Z_OPERATORS: dict[type[exp.Expression], str] = {
     exp.EQ: "=",
@@ -80,6 +86,71 @@ def classify(expression: exp.Expression) -> Conjunct:
     return Conjunct(sql=sql(expression), columns=column_names(expression), z=z_shape(expression))
 
 
+LITERAL_TOKENS = frozenset({TokenType.STRING, TokenType.NUMBER, TokenType.NATIONAL_STRING})
+
+
+@dataclass(frozen=True)
+class _Template:
+    """How every text with one token template classifies: token indexes of the Z shape's parts."""
+
+    columns: tuple[str, ...]
+    op: str | None  # None: SOP-only
+    lhs: tuple[int, int] = (0, 0)  # token index range [first, last] of the expression
+    rhs: tuple[int, int] = (0, 0)  # token index range of the constant
+
+
+_TEMPLATES: dict[tuple[tuple[object, str], ...], _Template] = {}
+
+
+@lru_cache(maxsize=262_144)
 def classify_text(text: str) -> Conjunct:
-    """Classify a canonical conjunct stored as text in the query log."""
-    return classify(parse_canonical(text))
+    """Classify a canonical conjunct stored as text in the query log.
+
+    Texts that differ only in literals tokenise to the same template and parse to the same tree shape
+    (a literal token's content never changes the parse), so each template is parsed and classified
+    once; the expression and the literal of a Z shape are then cut out of each text at the token
+    boundaries found for the template. Parsing dominated analysis of large logs (10x faster).
+    """
+    tokens = _TOKENIZER.tokenize(text)
+    key = tuple((t.token_type, "?" if t.token_type in LITERAL_TOKENS else t.text) for t in tokens)
+    template = _TEMPLATES.get(key)
+    if template is None:
+        template = _template(text, tokens)
+        if template is None:  # not in canonical form: nothing to reuse
+            return classify(parse_canonical(text))
+        if len(_TEMPLATES) < 100_000:
+            _TEMPLATES[key] = template
+    if template.op is None:
+        return Conjunct(text, template.columns, None)
+
+    def cut(span: tuple[int, int]) -> str:
+        return text[tokens[span[0]].start : tokens[span[1]].end + 1]
+
+    return Conjunct(
+        text, template.columns, ZShape(cut(template.lhs), template.op, cut(template.rhs), template.columns[0])
+    )
+
+
+def _template(text: str, tokens: list) -> _Template | None:  # type: ignore[type-arg]
+    """The template of canonical `text`; None when `text` is not what its canonical rendering is."""
+    conjunct = classify(parse_canonical(text))
+    if conjunct.z is None:
+        return _Template(conjunct.columns, None)
+    starts = [t.start for t in tokens]
+    ends = [t.end + 1 for t in tokens]
+    try:
+        if conjunct.z.op == "startswith":
+            # STARTSWITH ( lhs , rhs ): the comma right after the expression's rendering splits them
+            comma = starts.index(len("STARTSWITH(") + len(conjunct.z.expression))
+            lhs, rhs = (2, comma - 1), (comma + 1, len(tokens) - 2)
+        else:
+            operator = starts.index(len(conjunct.z.expression) + 1)
+            lhs, rhs = (0, operator - 1), (operator + 1, len(tokens) - 1)
+    except ValueError:
+        return None
+    if (
+        text[starts[lhs[0]] : ends[lhs[1]]] != conjunct.z.expression
+        or text[starts[rhs[0]] : ends[rhs[1]]] != conjunct.z.literal
+    ):
+        return None
+    return _Template(conjunct.columns, conjunct.z.op, lhs, rhs)

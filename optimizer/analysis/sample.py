@@ -1,0 +1,110 @@
+"""A data sample, and candidate features evaluated on it with Spark.
+
+Each candidate is checked on its own first (allow-list, then Spark's analysis of the expression), so
+one bad feature is reported "not evaluable" with the reason instead of failing the others. The
+remaining ones are evaluated in one job and brought to the driver as small arrays: dense ranks for Z
+candidates, bits for SOP candidates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from optimizer.analysis.correlation import ZSample
+from optimizer.spark_expr import analysis_error, expression_column, predicate_bit
+from querylog.errors import QueryLogError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from optimizer.table.access import DataFile, Snapshot
+    from optimizer.table.deltars import DeltaRsTable
+
+log = logging.getLogger(__name__)
+UNORDERED_TYPES = ("map<", "array<", "struct<", "binary")
+
+
+def sample_frame(
+    spark: SparkSession, table: DeltaRsTable, snapshot: Snapshot, files: Sequence[DataFile], rows: int, seed: int = 17
+) -> DataFrame:
+    """About `rows` rows drawn uniformly from `files` (all of them when they hold fewer)."""
+    data = table.read_files(spark, files, snapshot)
+    total = sum(f.num_records or 0 for f in files)
+    if total > rows:
+        data = data.sample(withReplacement=False, fraction=min(1.0, rows / total * 1.1), seed=seed).limit(rows)
+    return data
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    z: dict[str, ZSample] = field(default_factory=dict)
+    sop: dict[str, np.ndarray] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)  # feature -> why it is not evaluable
+    rows: int = 0
+
+
+def _check(sample: DataFrame, text: str, as_predicate: bool) -> tuple[Column | None, str | None]:
+    try:
+        column = predicate_bit(text) if as_predicate else expression_column(text)
+        field_type = sample.select(column.alias("v")).schema["v"].dataType.simpleString()
+    except QueryLogError as err:
+        return None, f"not evaluable: {err}"
+    except Exception as err:  # Spark's AnalysisException/ParseException: the reason is recorded
+        return None, f"not evaluable: {analysis_error(err)}"
+    if not as_predicate and field_type.startswith(UNORDERED_TYPES):
+        return None, f"not evaluable: values of type {field_type} have no order"
+    return column, None
+
+
+def evaluate(sample: DataFrame, z_expressions: Sequence[str], sop_predicates: Sequence[str]) -> Evaluation:
+    """Evaluate candidates on `sample` (which is read once)."""
+    failures: dict[str, str] = {}
+    columns: dict[str, Column] = {}
+    names: dict[str, tuple[str, str]] = {}  # output column -> (kind, feature)
+    for kind, texts in (("z", z_expressions), ("sop", sop_predicates)):
+        for text in texts:
+            column, problem = _check(sample, text, as_predicate=kind == "sop")
+            if problem is not None:
+                failures[text] = problem
+                continue
+            name = f"c{len(names)}"
+            names[name] = (kind, text)
+            columns[name] = column
+    if not columns:
+        return Evaluation(failures=failures)
+    frame = _collect(sample, columns, failures, names)
+    z: dict[str, ZSample] = {}
+    sop: dict[str, np.ndarray] = {}
+    for name, (kind, text) in names.items():
+        if name not in frame.columns:
+            continue
+        if kind == "z":
+            codes, _ = pd.factorize(frame[name], sort=True, use_na_sentinel=True)
+            codes = np.asarray(codes, dtype=np.int64)
+            z[text] = ZSample(np.where(codes < 0, 0, codes), codes < 0)
+        else:
+            sop[text] = frame[name].to_numpy(dtype=np.int64) == 1
+    return Evaluation(z, sop, failures, len(frame))
+
+
+def _collect(
+    sample: DataFrame, columns: dict[str, Column], failures: dict[str, str], names: dict[str, tuple[str, str]]
+) -> pd.DataFrame:
+    """All columns in one job; if that job fails, one job per column to find the culprits."""
+    try:
+        return sample.select(*[c.alias(n) for n, c in columns.items()]).toPandas()
+    except Exception as err:
+        log.warning("evaluating candidates together failed (%s); evaluating one by one", analysis_error(err))
+    parts = []
+    for name, column in columns.items():
+        try:
+            parts.append(sample.select(column.alias(name)).toPandas())
+        except Exception as err:  # a runtime failure of this feature only
+            failures[names[name][1]] = f"not evaluable: failed on the sample: {analysis_error(err)}"
+    return pd.concat(parts, axis=1) if parts else pd.DataFrame()

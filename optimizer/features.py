@@ -1,0 +1,77 @@
+"""Clustering features: the records that travel from the analyser to the clustering job and the
+estimator (ARCHITECTURE.md contract 1).
+
+A Z feature is a deterministic scalar expression over one column (a column, or ``MONTH(l_shipdate)``,
+``props['k']``, ...) compared with literals; a SOP feature is a whole boolean predicate. Both are
+kept as canonical Spark SQL text produced by `querylog.predicates.normalize`; sqlglot trees are
+re-parsed from that text where needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from querylog.predicates.classify import column_names
+from querylog.predicates.normalize import parse_canonical
+
+
+@dataclass(frozen=True)
+class ZFeature:
+    expression: str
+
+    @property
+    def is_plain_column(self) -> bool:
+        return self.expression == self.column and "." not in self.expression and "[" not in self.expression
+
+    @property
+    def column(self) -> str:
+        names = column_names(parse_canonical(self.expression))
+        return names[0] if names else self.expression
+
+
+@dataclass(frozen=True)
+class SopFeature:
+    predicate: str
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    """What to cluster on (`z`, `sop`) and what to keep statistics for (`z_add`, `sop_add`)."""
+
+    z: tuple[ZFeature, ...] = ()
+    sop: tuple[SopFeature, ...] = ()
+    z_add: tuple[ZFeature, ...] = ()
+    sop_add: tuple[SopFeature, ...] = ()
+    sop_weights: Mapping[str, float] = field(default_factory=dict)  # predicate -> workload weight
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.z or self.sop)
+
+    def weight(self, feature: SopFeature) -> float:
+        return float(self.sop_weights.get(feature.predicate, 1.0))
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "z": [f.expression for f in self.z],
+            "sop": [f.predicate for f in self.sop],
+            "z_add": [f.expression for f in self.z_add],
+            "sop_add": [f.predicate for f in self.sop_add],
+            "sop_weights": dict(self.sop_weights),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> FeatureSet:
+        def items(key: str) -> list[str]:
+            value = data.get(key) or []
+            return [str(v) for v in value] if isinstance(value, list | tuple) else []
+
+        weights = data.get("sop_weights") or {}
+        return cls(
+            z=tuple(ZFeature(e) for e in items("z")),
+            sop=tuple(SopFeature(p) for p in items("sop")),
+            z_add=tuple(ZFeature(e) for e in items("z_add")),
+            sop_add=tuple(SopFeature(p) for p in items("sop_add")),
+            sop_weights={str(k): float(v) for k, v in weights.items()} if isinstance(weights, Mapping) else {},
+        )

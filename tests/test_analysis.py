@@ -1,0 +1,220 @@
+"""Workload analyser: the thesis's worked examples, correlation properties, robustness, end to end."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from optimizer.analysis.analyser import Role, analyse
+from optimizer.analysis.correlation import (
+    ZSample,
+    mean_square_contingency,
+    ordered_pair_counts,
+    sop_correlation_graph,
+    sort_index,
+    tie_aware_sort_index,
+    z_correlation_graph,
+)
+from optimizer.analysis.sample import Evaluation
+from optimizer.analysis.traversal import traverse
+from optimizer.config import Thresholds
+from querylog.records import ScanRecord
+
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
+
+
+def brute_force(values: list[int]) -> tuple[int, int]:
+    """The thesis's O(n²) definition, counting both directions."""
+    ascending = descending = 0
+    for i in range(len(values)):
+        for j in range(i + 1, len(values)):
+            ascending += values[j] > values[i]
+            descending += values[j] < values[i]
+    return ascending, descending
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=-3, max_value=3), max_size=60))
+def test_sort_index_equals_the_quadratic_definition_with_ties(values):
+    ascending, descending = brute_force(values)
+    assert ordered_pair_counts(np.array(values)) == (ascending, descending)
+    n = len(values)
+    expected = 1.0 if n < 2 else ascending / (n * (n - 1) / 2)
+    assert sort_index(np.array(values)) == pytest.approx(expected, abs=1e-12)
+
+
+def test_thesis_example_array():
+    assert sort_index(np.array([1, 3, 5, 2, 4])) == pytest.approx(0.7)
+
+
+def z_sample(values) -> ZSample:
+    codes = np.unique(np.asarray(values), return_inverse=True)[1]
+    return ZSample(codes.astype(np.int64), np.zeros(len(values), dtype=bool))
+
+
+def test_table_4_2_year_and_items_sold_are_correlated_by_order():
+    year = [2017, 2018, 2015, 2014]
+    items = [1024, 770, 3400, 3800]
+    graph = z_correlation_graph({"year": z_sample(year), "items_sold": z_sample(items)}, epsilon=0.05)
+    assert graph.has_edge("year", "items_sold")
+    assert graph.edges["year", "items_sold"]["index"] == 0.0  # perfectly descending
+
+
+def test_table_4_3_value_and_parity_correlate_by_contingency_not_by_order():
+    value = np.arange(1, 201)
+    parity = value % 2
+    assert mean_square_contingency(value, parity) == pytest.approx(1.0)
+    graph = z_correlation_graph({"value": z_sample(value), "parity": z_sample(parity)}, epsilon=0.05)
+    assert not graph.has_edge("value", "parity")
+
+
+def test_constant_column_is_not_a_false_correlation():
+    rng = np.random.default_rng(3)
+    a = rng.permutation(500)
+    constant = np.zeros(500)
+    assert sort_index(constant) == 0.0  # the thesis's index calls it sorted ...
+    assert tie_aware_sort_index(constant) is None  # ... the tie-aware one does not
+    graph = z_correlation_graph({"a": z_sample(a), "c": z_sample(constant), "d": z_sample(constant)}, 0.05)
+    assert graph.number_of_edges() == 0
+    assert mean_square_contingency(a % 2, constant) is None
+
+
+def test_sop_graph_on_complementary_and_independent_bits():
+    rng = np.random.default_rng(5)
+    a = rng.random(2000) < 0.3
+    graph = sop_correlation_graph({"a": a, "not_a": ~a, "b": rng.random(2000) < 0.5}, phi=0.8)
+    assert set(graph.edges) == {("a", "not_a")}
+
+
+def test_figure_4_4_traversal():
+    graph = nx.Graph([(1, 2), (1, 3), (2, 3), (2, 4), (4, 5), (4, 6), (5, 6)])
+    frequency = {1: 100, 4: 90, 2: 50, 3: 40, 5: 30, 6: 20}
+    walk = traverse(graph, frequency, limit=4)
+    assert set(walk.primary) == {1, 4}
+    assert set(walk.correlated) == {2, 3, 5, 6}
+    assert walk.correlated[3][0] == 1 and walk.correlated[2][0] == 4
+    assert walk.unvisited == ()
+
+
+def test_traversal_stops_at_the_limit_and_at_min_frequency():
+    graph = nx.empty_graph(["a", "b", "c", "d"])
+    frequency = {"a": 10, "b": 8, "c": 6, "d": 1}
+    assert traverse(graph, frequency, limit=2).primary == ("a", "b")
+    walk = traverse(graph, frequency, limit=10, min_frequency=5)
+    assert walk.primary == ("a", "b", "c") and walk.unvisited == ("d",)
+
+
+# ---- the analyser on hand-made workloads ----------------------------------------------------------------
+
+
+def scans(*filter_sets, ts=NOW) -> list[ScanRecord]:
+    return [ScanRecord(f"q{i}", ts, "t", tuple(f), ("*",), "test") for i, f in enumerate(filter_sets)]
+
+
+def fixed_evaluator(z: dict[str, np.ndarray], sop: dict[str, np.ndarray], failures: dict[str, str] | None = None):
+    """An evaluator over pre-computed sample columns (no Spark), like `sample.evaluate` returns."""
+
+    def evaluator(z_expressions, sop_predicates):
+        bad = {k: v for k, v in (failures or {}).items() if k in {*z_expressions, *sop_predicates}}
+        return Evaluation(
+            z={e: z_sample(z[e]) for e in z_expressions if e in z and e not in bad},
+            sop={p: sop[p] for p in sop_predicates if p in sop and p not in bad},
+            failures=bad,
+            rows=len(next(iter(z.values()))),
+        )
+
+    return evaluator
+
+
+def test_analyser_chooses_explains_and_rejects():
+    rng = np.random.default_rng(7)
+    a = rng.permutation(1000)
+    workload = []
+    for i in range(60):
+        workload.append([f"a > {i}", f"b < {i * 2}", "s LIKE '%x%'"])
+    for i in range(30):
+        workload.append([f"c >= {i}", "k = 1", "MY_UDF(s) = 1"])
+    workload.append(["rare = 1"])
+    evaluation = fixed_evaluator(
+        z={"a": a, "b": a * 2, "c": rng.permutation(1000), "k": np.ones(1000)},
+        sop={
+            "s LIKE '%x%'": rng.random(1000) < 0.2,
+            "k = 1": np.ones(1000, dtype=bool),
+        },
+        failures={"MY_UDF(s) = 1": "not evaluable: not on the evaluation allow-list: my_udf()"},
+    )
+    thresholds = Thresholds(min_comparison_points=5, min_sop_frequency=0.05)
+    result = analyse("t", scans(*workload), evaluation, thresholds, NOW)
+    roles = {c.feature: (c.role, c.reason) for c in result.candidates}
+
+    assert [f.expression for f in result.features.z] == ["a", "c"]
+    assert roles["b"][0] is Role.Z_ADD and "correlated with a" in roles["b"][1]
+    assert roles["k"][0] is Role.REJECTED and "too few comparison points (1 < theta=5)" in roles["k"][1]
+    assert [f.predicate for f in result.features.sop] == ["s LIKE '%x%'"]
+    assert roles["k = 1"][0] is Role.REJECTED and "true on every sampled row" in roles["k = 1"][1]
+    assert roles["MY_UDF(s) = 1"][0] is Role.REJECTED and "not evaluable" in roles["MY_UDF(s) = 1"][1]
+    assert roles["rare = 1"][0] is Role.REJECTED and "infrequent" in roles["rare = 1"][1]
+    assert result.features.sop_weights["s LIKE '%x%'"] == pytest.approx(60)
+    assert result.scans == 91
+
+
+def test_analyser_respects_the_z_limit_and_recency():
+    rng = np.random.default_rng(1)
+    columns = {name: rng.permutation(500) for name in "abcde"}
+    old = NOW - timedelta(days=30)
+    workload = scans(*[[f"{name} > {i}"] for name in "abcd" for i in range(10)])
+    workload += scans(*[[f"e > {i}"] for i in range(20)], ts=old)  # frequent long ago: decayed
+    result = analyse("t", workload, fixed_evaluator(columns, {}), Thresholds(max_z_features=3), NOW)
+    assert len(result.features.z) == 3 and "e" not in {f.expression for f in result.features.z}
+    reasons = {c.feature: c.reason for c in result.candidates}
+    assert "over the limit" in reasons[next(f.expression for f in result.features.z_add if f.expression != "e")]
+    assert "infrequent" in reasons["e"]
+
+
+def test_analyser_survives_empty_logs_tiny_samples_and_constants():
+    assert analyse("t", [], fixed_evaluator({"a": np.array([1])}, {}), Thresholds(), NOW).features.is_empty
+    tiny = analyse(
+        "t", scans(*[[f"a > {i}"] for i in range(10)]), fixed_evaluator({"a": np.array([5])}, {}), Thresholds(), NOW
+    )
+    (report,) = tiny.candidates
+    assert report.role is Role.Z_ADD and "constant on the sample" in report.reason
+
+
+@pytest.mark.spark
+def test_analyse_table_end_to_end(spark, tmp_path):
+    """Spark sample + log table: a correlated pair, a constant, a UDF, and a frequent LIKE."""
+    from pyspark.sql import functions as F
+
+    from optimizer.analysis import analyse_table
+    from optimizer.table import open_table
+    from querylog.store import QueryLogTable
+
+    table = open_table(str(tmp_path / "t"))
+    df = (
+        spark.range(20000)
+        .withColumn("a", (F.col("id") * 7919) % 20000)
+        .withColumn("b", F.col("a") * 3 + 1)
+        .withColumn("c", F.rand(seed=3))
+        .withColumn("k", F.lit(1))
+        .withColumn("s", F.when(F.col("id") % 5 == 0, F.lit("xx")).otherwise(F.lit("yy")))
+    )
+    table.create(spark, df.repartition(4))
+    log = QueryLogTable(str(tmp_path / "t_querylog"))
+    rows = [[f"a > {i * 100}", f"b < {i * 300}"] for i in range(30)]
+    rows += [[f"c < 0.{i}", "s LIKE '%x%'"] for i in range(1, 10)] * 3
+    rows += [["k = 1"], ["MY_UDF(s) = 1"], ["MY_UDF(s) = 1"], ["MY_UDF(s) = 1"]] * 3
+    ts = NOW - timedelta(hours=1)
+    log.append([ScanRecord(f"q{i}", ts, "t", tuple(f), ("*",), "test") for i, f in enumerate(rows)])
+
+    result = analyse_table(spark, table, "t", log, Thresholds(sample_rows=5000), NOW)
+    roles = {c.feature: c for c in result.candidates}
+    assert [f.expression for f in result.features.z] == ["a", "c"]
+    assert roles["b"].role is Role.Z_ADD and roles["b"].correlated_with == "a"
+    assert [f.predicate for f in result.features.sop] == ["s LIKE '%x%'"]
+    assert "my_udf()" in roles["MY_UDF(s) = 1"].reason
+    assert 4000 <= result.sample_rows <= 5000
