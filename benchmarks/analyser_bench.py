@@ -121,6 +121,10 @@ def run(queries: int = 100_000, scale: float = 0.2) -> dict[str, float]:
         f"Chosen: Z={chosen['z']}, SOP={chosen['sop']}\n\n```json\n{json.dumps(figures, indent=1)}\n```\n"
     )
     print(body)
-    write_report("analyser", "Workload analyser: 100k queries, 100k-row sample, 20 candidates", body,
-                 "python -m benchmarks analyser")
+    write_report(
+        "analyser",
+        "Workload analyser: 100k queries, 100k-row sample, 20 candidates",
+        body,
+        "python -m benchmarks analyser",
+    )
     return figures

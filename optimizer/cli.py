@@ -168,6 +168,78 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from optimizer.clustering import optimize
+    from optimizer.config import SparkSettings, load_config, parse_size
+    from optimizer.features import FeatureSet, SopFeature, ZFeature
+    from optimizer.runtime import build_session
+    from optimizer.skipping.extended import unclustered_files
+    from optimizer.table import open_table
+    from querylog.predicates.normalize import canonical_conjuncts
+    from querylog.predicates.parse import parse_condition
+
+    def canonical(texts: list[str]) -> list[str]:
+        return [c for text in texts for c in canonical_conjuncts(parse_condition(text))]
+
+    args.z = [part.strip() for text in args.z for part in text.split(",") if part.strip()]
+    args.z_add = [part.strip() for text in args.z_add for part in text.split(",") if part.strip()]
+
+    config = load_config(args.config) if args.config else None
+    configured = config.table(args.table) if config else None
+    path = configured.path if configured else args.table
+    thresholds = configured.thresholds if configured else None
+    spark = build_session(config.spark if config else SparkSettings())
+    table = open_table(path)
+    snapshot = table.snapshot()
+    if args.z or args.sop:
+        features = FeatureSet(
+            z=tuple(ZFeature(e) for e in canonical(args.z)),
+            sop=tuple(SopFeature(p) for p in canonical(args.sop)),
+            z_add=tuple(ZFeature(e) for e in canonical(args.z_add)),
+            sop_add=tuple(SopFeature(p) for p in canonical(args.sop_add)),
+        )
+    elif configured is not None and thresholds is not None:
+        from optimizer.analysis import analyse_table
+        from querylog.store import QueryLogTable
+
+        analysis = analyse_table(
+            spark, table, configured.identity, QueryLogTable(configured.query_log_path), thresholds, datetime.now(UTC)
+        )
+        features = analysis.features
+        print(f"features from the workload: {features.as_dict()}")
+    else:
+        features = FeatureSet()
+        print("no features given: compaction only")
+    target = (
+        parse_size(args.target_file_size)
+        if args.target_file_size
+        else (thresholds.target_file_size if thresholds else 128 << 20)
+    )
+    files = snapshot.files if args.all_files else unclustered_files(table, snapshot)
+    result = optimize(
+        spark,
+        table,
+        features,
+        target,
+        files=files,
+        snapshot=snapshot,
+        metadata={"trigger": "manual"},
+        progress=lambda m: print(f"  {m}", flush=True),
+    )
+    if args.json:
+        _print_json(result.as_dict())
+    elif result.version is None:
+        print("nothing to optimise: no unclustered files")
+    else:
+        print(
+            f"{path}: version {result.version}, {result.files_in} -> {result.files_out} files, "
+            f"{result.bytes_in:,} -> {result.bytes_out:,} bytes, {result.rows:,} rows"
+        )
+    return 0
+
+
 # ---- parser --------------------------------------------------------------------------------------
 
 
@@ -200,6 +272,18 @@ def build_parser() -> argparse.ArgumentParser:
     analyse.add_argument("--table", help="configured table name (optional with a single table)")
     analyse.add_argument("--json", action="store_true")
     analyse.set_defaults(handler=cmd_analyse)
+
+    opt = commands.add_parser("optimize", help="rewrite files with a SOP + Z-order layout (manual run)")
+    opt.add_argument("--table", required=True, help="table path, or a configured table name with --config")
+    opt.add_argument("--config", help="YAML configuration: thresholds, and the analyser when no features are given")
+    opt.add_argument("--z", action="append", default=[], help="Z-order expression (repeatable, or a,b,c)")
+    opt.add_argument("--sop", action="append", default=[], help="SOP predicate (repeatable)")
+    opt.add_argument("--z-add", action="append", default=[], help="expression with statistics only")
+    opt.add_argument("--sop-add", action="append", default=[], help="predicate with statistics only")
+    opt.add_argument("--target-file-size", help="e.g. 128MiB (default: configured, else 128MiB)")
+    opt.add_argument("--all-files", action="store_true", help="rewrite every file, not only unclustered ones")
+    opt.add_argument("--json", action="store_true")
+    opt.set_defaults(handler=cmd_optimize)
 
     querylog = commands.add_parser("querylog", help="the query log").add_subparsers(dest="sub", required=True)
     for name, handler, text in (

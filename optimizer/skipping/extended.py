@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 if TYPE_CHECKING:
-    from optimizer.table.access import Snapshot
+    from optimizer.table.access import DataFile, Snapshot
     from optimizer.table.deltars import DeltaRsTable
 
 log = logging.getLogger(__name__)
@@ -164,6 +164,12 @@ def delete_index(table: DeltaRsTable, run_id: str) -> None:
         fs.delete_file(f"{root}/{INDEX_DIR}/{run_id}.json")
     except (FileNotFoundError, OSError) as err:
         log.debug("no index to delete for run %s: %s", run_id, err)
+
+
+def unclustered_files(table: DeltaRsTable, snapshot: Snapshot) -> list[DataFile]:
+    """Active files no OPTIMIZE run of deltaopt wrote (no fresh extended statistics)."""
+    clustered = load_index(table, snapshot)
+    return [f for f in snapshot.files if f.path not in clustered]
 
 
 def load_index(table: DeltaRsTable, snapshot: Snapshot) -> dict[str, ExtendedStats]:

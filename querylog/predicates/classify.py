@@ -19,6 +19,7 @@ from sqlglot.tokens import TokenType
 
 from querylog.predicates.normalize import parse_canonical, sql
 from querylog.predicates.parse import DIALECT
+from querylog.predicates.tree import is_constant
 
 _TOKENIZER = Dialect.get_or_raise(DIALECT).tokenizer_class()
 
@@ -62,10 +63,6 @@ def column_names(expression: exp.Expression) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def _is_constant(expression: exp.Expression) -> bool:
-    return not any(isinstance(n, exp.Column | exp.Subquery | exp.Select) for n in expression.walk())
-
-
 def z_shape(expression: exp.Expression) -> ZShape | None:
     if isinstance(expression, exp.StartsWith):
         left, right, op = expression.this, expression.expression, "startswith"
@@ -74,7 +71,7 @@ def z_shape(expression: exp.Expression) -> ZShape | None:
     else:
         return None
     columns = column_names(left)
-    if len(columns) != 1 or not _is_constant(right) or isinstance(right, exp.Null):
+    if len(columns) != 1 or not is_constant(right) or isinstance(right, exp.Null):
         return None
     if any(isinstance(n, exp.Subquery | exp.Select) for n in left.walk()):
         return None

@@ -1,7 +1,9 @@
 """Canonical forms for filter conjuncts, so equal predicates get equal text.
 
 A pipeline of small passes (sqlglot-optimizer style), each ``pass(expression) -> expression``, run in
-order by `normalize_conjuncts`:
+order by `normalize_conjuncts`. `PASSES` (the query log's canonical text) include sqlglot's
+``simplify`` for constant folding; `SAFE_PASSES` (pruning) leave it out, because simplify has been
+seen to change meaning (``p < 0 OR NOT p > 0`` became ``p < 0``; NOT is now pushed down before it):
 
 >>> from querylog.predicates.parse import parse_condition
 >>> [c.sql("spark") for c in normalize_conjuncts(parse_condition("NOT (5 > X) AND y BETWEEN 1 AND 2.50"))]
@@ -33,6 +35,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.optimizer.simplify import simplify
 
 from querylog.predicates.parse import DIALECT, parse_condition
+from querylog.predicates.tree import is_constant
 
 Pass = Callable[[exp.Expression], exp.Expression]
 
@@ -90,6 +93,50 @@ def explicit_negation(expression: exp.Expression) -> exp.Expression:
     return expression.transform(rewrite, copy=False)
 
 
+COMPLEMENT: dict[type[exp.Expression], type[exp.Expression]] = {
+    exp.LT: exp.GTE,
+    exp.LTE: exp.GT,
+    exp.GT: exp.LTE,
+    exp.GTE: exp.LT,
+    exp.EQ: exp.NEQ,
+    exp.NEQ: exp.EQ,
+}
+
+
+def push_negations(expression: exp.Expression) -> exp.Expression:
+    """NOT moved down to the leaves: De Morgan over AND/OR, complemented comparisons, BETWEEN as two
+    ranges. Each step is an equivalence in SQL's three-valued logic, and with Spark's NaN (NaN is above
+    every number, so ``NOT x < 5`` and ``x >= 5`` agree for NaN too)."""
+
+    def push(node: exp.Expression, negate: bool) -> exp.Expression:
+        node = node.unnest()
+        if isinstance(node, exp.Not):
+            return push(node.this, not negate)
+        if isinstance(node, exp.And | exp.Or):
+            parts = [push(p, negate) for p in node.flatten()]
+            flip = isinstance(node, exp.And) == negate  # AND under NOT is OR
+            return exp.or_(*parts, wrap=True) if flip else exp.and_(*parts, wrap=True)
+        if isinstance(node, exp.Between):
+            low, high = node.args["low"], node.args["high"]
+            if negate:
+                return exp.or_(
+                    exp.LT(this=node.this.copy(), expression=low.copy()),
+                    exp.GT(this=node.this.copy(), expression=high.copy()),
+                )
+            return exp.and_(
+                exp.GTE(this=node.this.copy(), expression=low.copy()),
+                exp.LTE(this=node.this.copy(), expression=high.copy()),
+            )
+        if negate and type(node) in COMPLEMENT:
+            return COMPLEMENT[type(node)](this=node.this.copy(), expression=node.expression.copy())
+        if negate and isinstance(node, exp.Boolean):
+            return exp.Boolean(this=not node.this)
+        copy = node.copy()
+        return exp.Not(this=copy) if negate else copy
+
+    return push(expression, False)
+
+
 def remove_double_negation(expression: exp.Expression) -> exp.Expression:
     def rewrite(node: exp.Expression) -> exp.Expression:
         while isinstance(node, exp.Not) and isinstance(node.this.unnest(), exp.Not):
@@ -128,13 +175,22 @@ def simplify_pass(expression: exp.Expression) -> exp.Expression:
     return simplify(expression, dialect=DIALECT)
 
 
-def _is_constant(node: exp.Expression) -> bool:
-    return not any(isinstance(n, exp.Column | exp.Subquery | exp.Select) for n in node.walk())
+def _positive(node: exp.Expression) -> bool:
+    """No NOT above `node`: only its TRUE rows matter there, not whether it is FALSE or NULL."""
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, exp.Not):
+            return False
+        parent = parent.parent
+    return True
 
 
 def null_safe_equality(expression: exp.Expression) -> exp.Expression:
+    """``x <=> c`` is TRUE exactly where ``x = c`` is (c not NULL), but FALSE where the other is NULL, so
+    they differ under NOT: rewritten only where no NOT is above."""
+
     def rewrite(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.NullSafeEQ) and _is_constant(node.expression):
+        if isinstance(node, exp.NullSafeEQ) and is_constant(node.expression) and _positive(node):
             if isinstance(node.expression, exp.Null):
                 return exp.Is(this=node.this, expression=exp.Null())
             return exp.EQ(this=node.this, expression=node.expression)
@@ -145,14 +201,14 @@ def null_safe_equality(expression: exp.Expression) -> exp.Expression:
 
 def _in_members(node: exp.Expression) -> tuple[exp.Expression, list[exp.Expression]] | None:
     """(expression, constants) when `node` is ``e = c`` or ``e IN (c, ...)`` with constants only."""
-    if isinstance(node, exp.EQ) and _is_constant(node.expression) and not _is_constant(node.this):
+    if isinstance(node, exp.EQ) and is_constant(node.expression) and not is_constant(node.this):
         return node.this, [node.expression]
     if (
         isinstance(node, exp.In)
         and not node.args.get("query")
         and node.expressions
-        and all(_is_constant(e) for e in node.expressions)
-        and not _is_constant(node.this)
+        and all(is_constant(e) for e in node.expressions)
+        and not is_constant(node.this)
     ):
         return node.this, list(node.expressions)
     return None
@@ -258,8 +314,8 @@ def order_operands(expression: exp.Expression) -> exp.Expression:
             return combined
         if (
             isinstance(node, COMPARISONS)
-            and not _is_constant(node.this)
-            and not _is_constant(node.expression)
+            and not is_constant(node.this)
+            and not is_constant(node.expression)
             and sql(node.expression) < sql(node.this)
         ):
             return FLIPPED[type(node)](this=node.expression, expression=node.this)
@@ -277,9 +333,25 @@ def _wrap(operand: exp.Expression, parent: exp.Expression) -> exp.Expression:
     )
 
 
+SAFE_PASSES: tuple[Pass, ...] = (
+    explicit_negation,
+    lower_identifiers,
+    push_negations,
+    remove_redundant_parens,
+    equalities_to_in,
+    like_prefix_to_startswith,
+    canonical_numbers,
+    order_operands,
+    factor_common_conjuncts,
+    order_operands,
+)
+"""Passes that are equivalences in three-valued logic by construction (our own rules only). Pruning
+prepares query predicates with these, so its soundness never rests on sqlglot's ``simplify``."""
+
 PASSES: tuple[Pass, ...] = (
     explicit_negation,
     lower_identifiers,
+    push_negations,
     simplify_pass,
     explicit_negation,
     remove_double_negation,
@@ -303,10 +375,12 @@ def split_conjuncts(expression: exp.Expression) -> list[exp.Expression]:
     return [expression]
 
 
-def normalize_conjuncts(expression: exp.Expression, qualifiers: Iterable[str] = ()) -> list[exp.Expression]:
+def normalize_conjuncts(
+    expression: exp.Expression, qualifiers: Iterable[str] = (), passes: tuple[Pass, ...] = PASSES
+) -> list[exp.Expression]:
     """The canonical conjuncts of a predicate on one table (input is not modified)."""
     result = unqualify(expression, qualifiers)
-    for rule in PASSES:
+    for rule in passes:
         result = rule(result)
     conjuncts = split_conjuncts(result)
     unique = {sql(c): c for c in conjuncts}

@@ -1,0 +1,276 @@
+"""The OPTIMIZE job: compaction plus the combined SOP + Z-order layout (thesis 4.1, C1-C3).
+
+    read the given files ─► pass 1: SOP vector counts + input fingerprint (per partition group)
+      ─► C1 cluster the vectors ─► C2 order the partitions, number them ─► SOP id per row (broadcast join)
+      ─► C3 Z-order on Z features + SOP id, range-partitioned into target-size files, sorted within files
+      ─► write under the table root ─► pass 2 over the written files: Delta statistics, extended
+         statistics, output fingerprint ─► verify rows ─► extended-stats index ─► atomic rewrite commit
+
+Guarantees: only the given files are rewritten; nothing is committed unless the written rows equal the
+input rows (count and two order-insensitive hashes per partition group); the commit removes exactly
+the input files and adds the written ones with ``dataChange=false``, and loses cleanly against
+concurrent commits (`DeltaRsTable.rewrite`). Only small, distinct things reach the driver: vector
+counts, quantile samples, per-file aggregates.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from optimizer.clustering.ordering import order_partitions
+from optimizer.clustering.sop import SopPartition, cluster
+from optimizer.clustering.zorder import Dimension, dimensions_from_sample, zorder
+from optimizer.errors import ClusteringError
+from optimizer.features import FeatureSet
+from optimizer.skipping.collect import sop_vector, stats_spec
+from optimizer.skipping.extended import delete_index, to_json, unclustered_files, write_index
+from optimizer.spark_expr import expression_column
+from optimizer.table.access import DataFile, Snapshot, StagedFile
+from optimizer.table.stats import data_columns, stats_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from optimizer.table.deltars import DeltaRsTable
+
+log = logging.getLogger(__name__)
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    run_id: str
+    version: int | None  # committed version (None: nothing to do)
+    files_in: int
+    files_out: int
+    bytes_in: int
+    bytes_out: int
+    rows: int
+    distinct_vectors: int
+    sop_partitions: int
+    dimensions: tuple[str, ...]
+    features: Mapping[str, object]
+    seconds: Mapping[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A clustered, not yet written frame, and what was learnt on the way (shared with the estimator)."""
+
+    frame: DataFrame
+    files: int
+    distinct_vectors: int
+    partitions: tuple[SopPartition, ...]
+    dimensions: tuple[Dimension, ...]
+    fingerprints: Mapping[tuple[Any, ...], tuple[int, int, int]]  # partition group -> (rows, xx, murmur)
+
+
+def _fingerprint_columns(names: Sequence[str]) -> tuple[Column, Column]:
+    from pyspark.sql import functions as F
+
+    columns = [F.col(f"`{n}`") for n in sorted(names)]
+    return F.xxhash64(*columns).cast("decimal(38,0)"), F.hash(*columns).cast("decimal(38,0)")
+
+
+def cluster_frame(
+    frame: DataFrame,
+    features: FeatureSet,
+    data_names: Sequence[str],
+    partition_columns: Sequence[str],
+    rows_per_file: float,
+    files: int,
+    progress: Progress = lambda _: None,
+) -> Layout:
+    """Steps C1-C3 on `frame` (the rows to lay out). `data_names` are the columns stored in files (the
+    fingerprint covers them); the frame keeps its columns in the same order."""
+    from pyspark.sql import functions as F
+
+    xx, mm = _fingerprint_columns(data_names)
+    # partition values as Spark renders them in directory names, so written files compare equal
+    groups = [F.col(f"`{c}`").cast("string").alias(c) for c in partition_columns]
+    predicates = [f.predicate for f in features.sop]
+    if predicates:
+        frame = frame.withColumn("__sop_vec", sop_vector(predicates))
+        keys = [*groups, F.col("__sop_vec")]
+    else:
+        keys = groups
+    counted = frame.groupBy(*keys).agg(F.count(F.lit(1)).alias("n"), F.sum(xx).alias("xx"), F.sum(mm).alias("mm"))
+    fingerprints: dict[tuple[Any, ...], list[int]] = {}
+    vectors: dict[int, int] = {}
+    for row in counted.collect():
+        group = tuple(row[c] for c in partition_columns)
+        total = fingerprints.setdefault(group, [0, 0, 0])
+        total[0] += int(row["n"])
+        total[1] += int(row["xx"] or 0)
+        total[2] += int(row["mm"] or 0)
+        if predicates:
+            vectors[int(row["__sop_vec"])] = vectors.get(int(row["__sop_vec"]), 0) + int(row["n"])
+    progress(f"read {sum(v[0] for v in fingerprints.values()):,} rows; {len(vectors)} distinct SOP vectors")
+
+    ordered: list[SopPartition] = []
+    columns: list[str] = []
+    if predicates:
+        weights = [features.weight(f) for f in features.sop]
+        ordered = order_partitions(cluster(sorted(vectors.items()), weights, max(int(rows_per_file), 1)))
+        ids: dict[int, int] = {}
+        for position, partition in enumerate(ordered):
+            for member in partition.members:
+                ids.setdefault(member, position)  # chunks of one vector share the first chunk's id
+        spark = frame.sparkSession
+        mapping = spark.createDataFrame(sorted(ids.items()), "__sop_vec long, __sop_id long")
+        frame = frame.join(F.broadcast(mapping), "__sop_vec").drop("__sop_vec")
+        progress(f"SOP: {len(ordered)} partitions ordered by the MST walk of their bit vectors")
+    for i, feature in enumerate(features.z):
+        frame = frame.withColumn(f"__z{i}", expression_column(feature.expression))
+        columns.append(f"__z{i}")
+    if predicates:
+        columns.append("__sop_id")
+    dimensions = dimensions_from_sample(frame, columns, files) if columns else []
+    laid_out = zorder(frame, dimensions, files, leading=list(partition_columns))
+    laid_out = laid_out.drop(*columns)
+    progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
+    return Layout(
+        laid_out,
+        files,
+        len(vectors),
+        tuple(ordered),
+        tuple(dimensions),
+        {k: (v[0], v[1], v[2]) for k, v in fingerprints.items()},
+    )
+
+
+def optimize(
+    spark: SparkSession,
+    table: DeltaRsTable,
+    features: FeatureSet,
+    target_file_size: int,
+    files: Sequence[DataFile] | None = None,
+    snapshot: Snapshot | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    progress: Progress = lambda _: None,
+) -> OptimizeResult:
+    """Rewrite `files` (default: the files no deltaopt run clustered) with the combined layout.
+
+    Raises `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing
+    committed) and `TableAccessError`.
+    """
+    started = time.perf_counter()
+    seconds: dict[str, float] = {}
+    snapshot = snapshot or table.snapshot()
+    chosen = list(files) if files is not None else unclustered_files(table, snapshot)
+    active = snapshot.by_path()
+    missing = [f.path for f in chosen if f.path not in active]
+    if missing:
+        raise ClusteringError(f"files are not active at version {snapshot.version}: {missing[:3]}")
+    run_id = uuid.uuid4().hex[:16]
+    bytes_in = sum(f.size for f in chosen)
+    if not chosen:
+        return OptimizeResult(run_id, None, 0, 0, 0, 0, 0, 0, 0, (), features.as_dict(), {})
+    rows_in = sum(f.num_records or 0 for f in chosen)
+    file_count = max(1, round(bytes_in / target_file_size))
+    rows_per_file = max(rows_in / file_count, 1.0)
+    progress(f"run {run_id}: {len(chosen)} files, {bytes_in:,} bytes -> about {file_count} file(s)")
+
+    schema = snapshot.spark_schema()
+    stored = data_columns(schema, snapshot.partition_columns)
+    frame = table.read_files(spark, chosen, snapshot)
+    delta_columns = {c.name.lower() for c in stats_columns(stored, snapshot.configuration) if c.minmax}
+    spec = stats_spec(frame, features, delta_columns)
+    layout = cluster_frame(
+        frame, features, stored.names, snapshot.partition_columns, rows_per_file, file_count, progress
+    )
+    seconds["cluster"] = time.perf_counter() - started
+
+    clock = time.perf_counter()
+    xx, mm = _fingerprint_columns(stored.names)
+    extra = {**spec.aggregates(), "__xx": _sum(xx), "__mm": _sum(mm)}
+    rows_by_path: dict[str, Mapping[str, Any]] = {}
+
+    def extended(path: str, row: Mapping[str, Any]) -> Mapping[str, Any]:
+        rows_by_path[path] = row
+        return to_json(spec.extended(row, run_id))
+
+    staged = table.stage(spark, layout.frame, snapshot, "optimize", extra, extended)
+    seconds["write"] = time.perf_counter() - clock
+    progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
+    _verify(table, staged, rows_by_path, layout.fingerprints, snapshot.partition_columns)
+
+    index = {f.path: (f.size, spec.extended(rows_by_path[f.path], run_id)) for f in staged}
+    write_index(table, run_id, index)
+    commit_metadata = {
+        "operation": "OPTIMIZE",
+        "runId": run_id,
+        "features": features.as_dict(),
+        "filesIn": len(chosen),
+        "filesOut": len(staged),
+        "rows": rows_in,
+        "sopPartitions": len(layout.partitions),
+        "dimensions": len(layout.dimensions),
+        **(metadata or {}),
+    }
+    clock = time.perf_counter()
+    try:
+        version = table.rewrite(snapshot.version, chosen, staged, commit_metadata)
+    except Exception:
+        delete_index(table, run_id)
+        raise
+    seconds["commit"] = time.perf_counter() - clock
+    seconds["total"] = time.perf_counter() - started
+    progress(f"committed version {version} in {seconds['total']:.1f}s")
+    return OptimizeResult(
+        run_id=run_id,
+        version=version,
+        files_in=len(chosen),
+        files_out=len(staged),
+        bytes_in=bytes_in,
+        bytes_out=sum(f.size for f in staged),
+        rows=rows_in,
+        distinct_vectors=layout.distinct_vectors,
+        sop_partitions=len(layout.partitions),
+        dimensions=tuple(d.column for d in layout.dimensions),
+        features=features.as_dict(),
+        seconds={k: round(v, 3) for k, v in seconds.items()},
+    )
+
+
+def _sum(column: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.sum(column)
+
+
+def _verify(
+    table: DeltaRsTable,
+    staged: Sequence[StagedFile],
+    rows: Mapping[str, Mapping[str, Any]],
+    expected: Mapping[tuple[Any, ...], tuple[int, int, int]],
+    partition_columns: Sequence[str],
+) -> None:
+    """The written rows equal the input rows in every partition group, or nothing is committed."""
+    written: dict[tuple[Any, ...], list[int]] = {}
+    for f in staged:
+        row = rows[f.path]
+        group = tuple(f.partition_values.get(c) for c in partition_columns)
+        total = written.setdefault(group, [0, 0, 0])
+        total[0] += int(row["__rows"])
+        total[1] += int(row["__xx"] or 0)
+        total[2] += int(row["__mm"] or 0)
+    expected_norm = {k: list(v) for k, v in expected.items()}
+    if written != expected_norm:
+        table._delete(staged)
+        raise ClusteringError(
+            f"written rows differ from the input (expected {_summary(expected_norm)}, wrote {_summary(written)}); "
+            "nothing was committed"
+        )
+
+
+def _summary(groups: Mapping[tuple[Any, ...], list[int]]) -> str:
+    return f"{sum(v[0] for v in groups.values())} rows in {len(groups)} group(s)"

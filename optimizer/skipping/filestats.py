@@ -1,0 +1,114 @@
+"""What pruning knows about one file (real or virtual): value bounds per column and per expression,
+and SOP bits.
+
+Bounds are built so they hold for every row whatever wrote the statistics (delta-rs, Delta Spark or
+deltaopt):
+
+* timestamp statistics have millisecond precision and some writers truncate the maximum, so
+  timestamps are widened by one millisecond on both sides;
+* writers truncate long strings (Delta Spark to 32 characters with a tie-breaker), so a string maximum
+  of 32 or more characters is ignored; a truncated minimum is a prefix and still a lower bound;
+* float/double maxima written by others ignore NaN, which Spark orders above every number, so such a
+  file may hold NaN above its maximum unless deltaopt wrote it (NaN-aware);
+* a column without statistics has no bounds; a file without a row count has unknown NULL counts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from optimizer.skipping.extended import STRING_PREFIX, ExtendedStats
+from optimizer.skipping.values import family
+from optimizer.table.access import DataFile
+
+TIMESTAMP_SLACK = dt.timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Every non-NULL value lies in [low, high] (None: unbounded); NaN may exceed `high` when flagged."""
+
+    family: str
+    low: Any = None
+    high: Any = None
+    nulls: int | None = None
+    nan_possible: bool = False
+
+
+@dataclass(frozen=True)
+class FileStats:
+    path: str
+    rows: int | None
+    columns: Mapping[str, Bounds] = field(default_factory=dict)  # lower-cased dotted column path -> bounds
+    expressions: Mapping[str, Bounds] = field(default_factory=dict)  # canonical expression SQL -> bounds
+    sop: Mapping[str, bool] = field(default_factory=dict)  # canonical predicate -> some row satisfies it
+
+
+def column_bounds(type_name: str, low: Any, high: Any, nulls: int | None, nan_aware: bool) -> Bounds:
+    kind = family(type_name)
+    if type_name.lower() in ("float", "double"):
+        return Bounds(kind, low, high, nulls, nan_possible=not nan_aware)
+    if kind in ("timestamp", "timestamp_ntz"):
+        low = low - TIMESTAMP_SLACK if isinstance(low, dt.datetime) else None
+        high = high + TIMESTAMP_SLACK if isinstance(high, dt.datetime) else None
+        return Bounds(kind, low, high, nulls)
+    if kind == "string":
+        high = high if isinstance(high, str) and len(high) < STRING_PREFIX else None
+        low = low if isinstance(low, str) else None
+        return Bounds(kind, low, high, nulls)
+    if kind in ("number", "date", "boolean"):
+        return Bounds(kind, low, high, nulls)
+    return Bounds("other", None, None, nulls)
+
+
+def file_stats(
+    data_file: DataFile, column_types: Mapping[str, str], extended: ExtendedStats | None = None
+) -> FileStats:
+    """Pruning statistics of an active file from its Delta statistics and fresh extended statistics."""
+    nan_aware = extended is not None and extended.float_max_includes_nan
+    columns: dict[str, Bounds] = {}
+    for name, type_name in column_types.items():
+        nulls = data_file.null_counts.get(name)
+        if name in data_file.partition_values:
+            columns[name.lower()] = _partition_bounds(type_name, data_file.partition_values[name])
+            continue
+        columns[name.lower()] = column_bounds(
+            type_name, data_file.min_values.get(name), data_file.max_values.get(name), nulls, nan_aware
+        )
+    expressions: dict[str, Bounds] = {}
+    sop: dict[str, bool] = {}
+    if extended is not None:
+        for expression, value_range in extended.ranges.items():
+            expressions[expression] = column_bounds(
+                value_range.type_name, value_range.min, value_range.max, value_range.null_count, nan_aware=True
+            )
+        sop = {f: bit == "1" for f, bit in zip(extended.sop_features, extended.sop_bits, strict=True)}
+    return FileStats(data_file.path, data_file.num_records, columns, expressions, sop)
+
+
+def _partition_bounds(type_name: str, value: str | None) -> Bounds:
+    """A partition value is exact; partition values arrive as strings and are compared as such only for
+    string columns (other types: no bounds, the file is kept)."""
+    kind = family(type_name)
+    if value is None:
+        return Bounds(kind, None, None, nulls=None)
+    if kind == "string":
+        return Bounds(kind, value, value if len(value) < STRING_PREFIX else None, nulls=0)
+    return Bounds("other")
+
+
+def table_column_types(schema_fields: Any, prefix: str = "") -> dict[str, str]:
+    """{dotted leaf path: Spark type name} of a Spark StructType."""
+    from pyspark.sql.types import StructType
+
+    types: dict[str, str] = {}
+    for f in schema_fields:
+        name = f"{prefix}{f.name}"
+        if isinstance(f.dataType, StructType):
+            types.update(table_column_types(f.dataType.fields, name + "."))
+        else:
+            types[name] = f.dataType.simpleString()
+    return types

@@ -1,0 +1,123 @@
+"""When does a query conjunct *imply* a SOP feature?
+
+A file whose bit for feature f is 0 has no row satisfying f; if a query conjunct q implies f (every row
+satisfying q satisfies f), no row of the file satisfies q either and the file can be skipped. The
+thesis matched q and f by exact text; beyond that, provably stricter forms on the same expression:
+
+* equal canonical text;
+* a range inside the feature's range (``x > 10`` implies ``x > 5``);
+* an IN list inside the feature's IN list, an equality on a value of the feature's list, values all
+  inside the feature's range;
+* a longer prefix (``STARTSWITH(s, 'abc')`` implies ``STARTSWITH(s, 'ab')``);
+* through AND/OR: q1 AND q2 implies f if either does; q implies f1 OR f2 if it implies either;
+  q1 OR q2 implies f if both do; q implies f1 AND f2 if it implies both.
+
+Constants are compared only within one type family (`values.literal_family`); otherwise no
+implication is claimed, which keeps the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from optimizer.skipping.values import NULL, Unknown, constant, literal_family
+from querylog.predicates.normalize import sql
+
+OPS = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+
+
+@dataclass(frozen=True)
+class ValueSet:
+    """The values of one expression a predicate accepts: a finite set or an interval."""
+
+    expression: str
+    family: str
+    values: frozenset[Any] | None = None  # finite set (None: interval)
+    low: Any = None
+    low_open: bool = False
+    high: Any = None
+    high_open: bool = False
+    prefix: str | None = None  # STARTSWITH
+
+    def contains(self, value: Any) -> bool:
+        if self.prefix is not None:
+            return isinstance(value, str) and value.startswith(self.prefix)
+        if self.values is not None:
+            return value in self.values
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return not (self.high is not None and (value > self.high or (self.high_open and value == self.high)))
+
+
+def value_set(node: exp.Expression) -> ValueSet | None:
+    """The accepted values of an atomic conjunct on one non-constant expression, or None."""
+    node = node.unnest()
+    try:
+        if type(node) in OPS:
+            target = node.expression
+            kind = literal_family(target)
+            value = constant(target, kind)
+            if value is NULL:
+                return None
+            op = OPS[type(node)]
+            expression = sql(node.this)
+            if op == "=":
+                return ValueSet(expression, kind, frozenset([value]))
+            if op in ("<", "<="):
+                return ValueSet(expression, kind, high=value, high_open=op == "<")
+            return ValueSet(expression, kind, low=value, low_open=op == ">")
+        if isinstance(node, exp.In) and not node.args.get("query") and node.expressions:
+            kinds = {literal_family(v) for v in node.expressions if not isinstance(v.unnest(), exp.Null)}
+            if len(kinds) != 1:
+                return None
+            kind = kinds.pop()
+            values = [constant(v, kind) for v in node.expressions]
+            return ValueSet(sql(node.this), kind, frozenset(v for v in values if v is not NULL))
+        if isinstance(node, exp.StartsWith):
+            prefix = node.expression.unnest()
+            if isinstance(prefix, exp.Literal) and prefix.is_string:
+                return ValueSet(sql(node.this), "string", prefix=prefix.this)
+    except (Unknown, TypeError):
+        return None
+    return None
+
+
+def _subset(q: ValueSet, f: ValueSet) -> bool:
+    if q.expression != f.expression or q.family != f.family or q.family == "other":
+        return False
+    try:
+        if q.prefix is not None:
+            return f.prefix is not None and q.prefix.startswith(f.prefix)
+        if q.values is not None:
+            return all(f.contains(v) for v in q.values)
+        if f.values is not None or f.prefix is not None:
+            return False
+        low_ok = f.low is None or (
+            q.low is not None and (q.low > f.low or (q.low == f.low and (q.low_open or not f.low_open)))
+        )
+        high_ok = f.high is None or (
+            q.high is not None and (q.high < f.high or (q.high == f.high and (q.high_open or not f.high_open)))
+        )
+        return low_ok and high_ok
+    except TypeError:  # values of different families
+        return False
+
+
+def implies(q: exp.Expression, f: exp.Expression) -> bool:
+    """True only when every row satisfying `q` satisfies `f`."""
+    q, f = q.unnest(), f.unnest()
+    if sql(q) == sql(f):
+        return True
+    if isinstance(f, exp.Or):
+        return any(implies(q, part) for part in f.flatten())
+    if isinstance(q, exp.And):
+        return any(implies(part, f) for part in q.flatten())
+    if isinstance(q, exp.Or):
+        return all(implies(part, f) for part in q.flatten())
+    if isinstance(f, exp.And):
+        return all(implies(q, part) for part in f.flatten())
+    qs, fs = value_set(q), value_set(f)
+    return qs is not None and fs is not None and _subset(qs, fs)

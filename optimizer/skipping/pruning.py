@@ -1,0 +1,205 @@
+"""Sound pruning: may a file hold a row that satisfies a predicate?
+
+One visitor (iceberg-python's inclusive-metrics evaluator is the model) over the normalised sqlglot
+predicate answers, for every node, two questions about the file: might some row make it TRUE, and
+might some row make it FALSE (three-valued logic: a row may make it neither, NULL). Then
+
+    AND: true if both may be true, false if either may be false
+    OR:  true if either may be true, false if both may be false
+    NOT: swaps the two
+
+and a file is skipped only when the whole predicate cannot be TRUE. Leaves use the file's bounds
+(Delta min/max and NULL counts, extended min/max of expressions) and SOP bits: a bit of 0 for a
+feature the node implies means no row can make the node TRUE. Every leaf pruning does not understand,
+every missing statistic, every constant it cannot compare soundly answers "may be true and may be
+false", so the file is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from sqlglot import exp
+
+from optimizer.skipping.filestats import Bounds, FileStats
+from optimizer.skipping.implication import implies
+from optimizer.skipping.values import NULL, Unknown, constant
+from querylog.predicates.normalize import SAFE_PASSES, normalize_conjuncts, parse_canonical, sql
+from querylog.predicates.parse import parse_condition
+from querylog.predicates.tree import column_path, is_constant
+
+MAYBE = (True, True)
+NEVER = (False, False)  # e.g. a comparison in a file where the value is always NULL
+FLIP = {exp.LT: exp.GT, exp.LTE: exp.GTE, exp.GT: exp.LT, exp.GTE: exp.LTE, exp.EQ: exp.EQ, exp.NEQ: exp.NEQ}
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """A query predicate prepared for pruning: its canonical conjuncts."""
+
+    conjuncts: tuple[exp.Expression, ...]
+
+    @property
+    def sql(self) -> str:
+        return " AND ".join(sql(c) for c in self.conjuncts) or "TRUE"
+
+
+def prepare(where: str | None) -> Predicate:
+    """Parse and normalise a WHERE condition (unqualified column names) with the passes that are
+    equivalences in three-valued logic (`SAFE_PASSES`). Raises `PredicateError`."""
+    if where is None or not where.strip():
+        return Predicate(())
+    return Predicate(tuple(normalize_conjuncts(parse_condition(where), passes=SAFE_PASSES)))
+
+
+def might_match(predicate: Predicate, stats: FileStats) -> bool:
+    """False only when no row of the file can satisfy the predicate."""
+    return all(_evaluate(c, stats)[0] for c in predicate.conjuncts)
+
+
+def prune(predicate: Predicate, files: Iterable[FileStats]) -> list[FileStats]:
+    return [f for f in files if might_match(predicate, f)]
+
+
+def _evaluate(node: exp.Expression, stats: FileStats) -> tuple[bool, bool]:
+    node = node.unnest()
+    if isinstance(node, exp.And):
+        parts = [_evaluate(p, stats) for p in node.flatten()]
+        result = (all(t for t, _ in parts), any(f for _, f in parts))
+    elif isinstance(node, exp.Or):
+        parts = [_evaluate(p, stats) for p in node.flatten()]
+        result = (any(t for t, _ in parts), all(f for _, f in parts))
+    elif isinstance(node, exp.Not):
+        inner = _evaluate(node.this, stats)
+        result = (inner[1], inner[0])
+    else:
+        result = _leaf(node, stats)
+    if result[0] and _excluded_by_sop(node, stats):
+        return (False, result[1])
+    return result
+
+
+def _excluded_by_sop(node: exp.Expression, stats: FileStats) -> bool:
+    """Some feature with bit 0 in this file is implied by `node`."""
+    if not stats.sop:
+        return False
+    text = sql(node)
+    if stats.sop.get(text) is False:
+        return True
+    return any(not bit and implies(node, _feature(f)) for f, bit in stats.sop.items())
+
+
+@lru_cache(maxsize=4096)
+def _feature(text: str) -> exp.Expression:
+    return parse_canonical(text)
+
+
+def _bounds(expression: exp.Expression, stats: FileStats) -> Bounds | None:
+    """Bounds of a plain (or struct) column from Delta statistics, else of an expression from the
+    extended statistics."""
+    path = column_path(expression)
+    if path is not None and ".".join(path) in stats.columns:
+        return stats.columns[".".join(path)]
+    return stats.expressions.get(sql(expression))
+
+
+def _all_null(bounds: Bounds, rows: int | None) -> bool:
+    return rows is not None and bounds.nulls is not None and bounds.nulls >= rows
+
+
+def _leaf(node: exp.Expression, stats: FileStats) -> tuple[bool, bool]:
+    try:
+        if isinstance(node, exp.Boolean):
+            return (True, False) if node.this else (False, True)
+        if type(node) in FLIP:
+            return _comparison(node, stats)
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            return _is_null(node.this, stats)
+        if isinstance(node, exp.In) and not node.args.get("query") and node.expressions:
+            return _in(node, stats)
+        if isinstance(node, exp.StartsWith):
+            return _startswith(node, stats)
+    except (Unknown, TypeError, ValueError, ArithmeticError):
+        return MAYBE
+    return MAYBE
+
+
+def _comparison(node: exp.Expression, stats: FileStats) -> tuple[bool, bool]:
+    left, right, kind = node.this, node.expression, type(node)
+    if is_constant(left) and not is_constant(right):
+        left, right, kind = right, left, FLIP[kind]
+    if not is_constant(right):
+        return MAYBE
+    bounds = _bounds(left, stats)
+    if bounds is None:
+        return MAYBE
+    value = constant(right, bounds.family)
+    if value is NULL or _all_null(bounds, stats.rows) or stats.rows == 0:
+        return NEVER
+    return _compare(kind, bounds, value)
+
+
+def _compare(kind: type[exp.Expression], b: Bounds, v: Any) -> tuple[bool, bool]:
+    low, high, nan = b.low, b.high, b.nan_possible
+    below = low is None or low < v  # some value may be < v
+    at_or_below = low is None or low <= v
+    above = high is None or high > v or nan  # NaN compares greater than every number in Spark
+    at_or_above = high is None or high >= v or nan
+    pinned = low is not None and high is not None and low == high == v and not nan  # every value == v
+    if kind is exp.LT:
+        return below, at_or_above
+    if kind is exp.LTE:
+        return at_or_below, above
+    if kind is exp.GT:
+        return above, at_or_below
+    if kind is exp.GTE:
+        return at_or_above, below
+    in_range = at_or_below and (high is None or high >= v)
+    if kind is exp.EQ:
+        return in_range, not pinned
+    return not pinned, in_range  # NEQ
+
+
+def _is_null(target: exp.Expression, stats: FileStats) -> tuple[bool, bool]:
+    bounds = _bounds(target, stats)
+    if bounds is None or bounds.nulls is None or stats.rows is None:
+        return MAYBE
+    return bounds.nulls > 0, bounds.nulls < stats.rows
+
+
+def _in(node: exp.In, stats: FileStats) -> tuple[bool, bool]:
+    bounds = _bounds(node.this, stats)
+    if bounds is None or not all(is_constant(v) for v in node.expressions):
+        return MAYBE
+    if _all_null(bounds, stats.rows) or stats.rows == 0:
+        return NEVER
+    values = [constant(v, bounds.family) for v in node.expressions]
+    has_null = any(v is NULL for v in values)
+    present = [v for v in values if v is not NULL]
+    may_be_true = any(_compare(exp.EQ, bounds, v)[0] for v in present)
+    # x IN (..., NULL) is never FALSE: it is TRUE or NULL
+    may_be_false = not has_null and all(_compare(exp.EQ, bounds, v)[1] for v in present)
+    return may_be_true, may_be_false
+
+
+def _startswith(node: exp.StartsWith, stats: FileStats) -> tuple[bool, bool]:
+    bounds = _bounds(node.this, stats)
+    prefix = node.expression.unnest()
+    if bounds is None or bounds.family != "string" or not (isinstance(prefix, exp.Literal) and prefix.is_string):
+        return MAYBE
+    if _all_null(bounds, stats.rows) or stats.rows == 0:
+        return NEVER
+    p = prefix.this
+    low, high = bounds.low, bounds.high
+    # every value >= low: if low's first len(p) characters sort after p, no value starts with p
+    may_be_true = (high is None or high >= p) and (low is None or low[: len(p)] <= p)
+    all_start = low is not None and high is not None and len(low) >= len(p) and low.startswith(p) and high.startswith(p)
+    return may_be_true, not all_start
+
+
+def column_names_of(predicate: Predicate) -> Sequence[str]:
+    names = {c.name.lower() for conjunct in predicate.conjuncts for c in conjunct.find_all(exp.Column)}
+    return sorted(names)

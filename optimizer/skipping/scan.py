@@ -1,0 +1,134 @@
+"""Planning a scan with every statistic the table has, and reading only what it needs.
+
+`plan_scan` prunes the active files with Delta min/max, extended min/max and SOP bits (one pruning
+code, `pruning.might_match`) and reports bytes: of the files kept, and of the columns the query reads
+in them (from the Parquet footers' column-chunk sizes; files are immutable, so footers are cached).
+`read` reads only the kept files and still applies the whole filter, so its result is exactly the
+filtered table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+
+from optimizer.skipping.extended import load_index
+from optimizer.skipping.filestats import FileStats, file_stats, table_column_types
+from optimizer.skipping.pruning import Predicate, column_names_of, might_match, prepare
+from optimizer.table.access import DataFile, Snapshot
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from optimizer.table.deltars import DeltaRsTable
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    predicate: str
+    files: tuple[DataFile, ...]  # to read
+    total_files: int
+    total_bytes: int
+    bytes_read: int  # whole files kept
+    column_bytes_read: int | None  # of the columns read, in the files kept (None: unknown)
+    column_bytes_total: int | None  # of those columns in all files
+
+    @property
+    def skipped_files(self) -> int:
+        return self.total_files - len(self.files)
+
+
+def table_file_stats(table: DeltaRsTable, snapshot: Snapshot) -> list[FileStats]:
+    types = table_column_types(snapshot.spark_schema().fields)
+    index = load_index(table, snapshot)
+    return [file_stats(f, types, index.get(f.path)) for f in snapshot.files]
+
+
+def plan_scan(
+    table: DeltaRsTable,
+    predicate: str | None,
+    columns: Sequence[str] | None = None,
+    snapshot: Snapshot | None = None,
+    stats: Sequence[FileStats] | None = None,
+) -> ScanPlan:
+    """Files a scan of `table` filtered by `predicate` must read, and the bytes it reads."""
+    snapshot = snapshot or table.snapshot()
+    prepared = prepare(predicate)
+    stats = stats if stats is not None else table_file_stats(table, snapshot)
+    keep = {s.path for s in stats if might_match(prepared, s)}
+    kept = tuple(f for f in snapshot.files if f.path in keep)
+    wanted = _columns_read(prepared, columns)
+    sizes = {f.path: column_sizes(table, f) for f in snapshot.files} if wanted is not None else {}
+    return ScanPlan(
+        predicate=prepared.sql,
+        files=kept,
+        total_files=len(snapshot.files),
+        total_bytes=snapshot.total_bytes,
+        bytes_read=sum(f.size for f in kept),
+        column_bytes_read=_sum_columns(sizes, [f.path for f in kept], wanted),
+        column_bytes_total=_sum_columns(sizes, list(sizes), wanted),
+    )
+
+
+def _columns_read(predicate: Predicate, columns: Sequence[str] | None) -> set[str] | None:
+    """The query's columns plus the filter's; None when every column is read."""
+    if columns is None or "*" in columns:
+        return None
+    return {c.lower() for c in columns} | {c for c in column_names_of(predicate)}
+
+
+def _sum_columns(
+    sizes: Mapping[str, Mapping[str, int] | None], paths: Sequence[str], wanted: set[str] | None
+) -> int | None:
+    if wanted is None:
+        return None
+    total = 0
+    for path in paths:
+        per_column = sizes.get(path)
+        if per_column is None:
+            return None
+        total += sum(size for name, size in per_column.items() if name.split(".")[0] in wanted)
+    return total
+
+
+def column_sizes(table: DeltaRsTable, data_file: DataFile) -> Mapping[str, int] | None:
+    """Compressed bytes per top-level column of a data file, from its Parquet footer."""
+    return _footer_sizes(table.uri, data_file.path, data_file.size, tuple(sorted(table.storage_options.items())))
+
+
+@lru_cache(maxsize=65536)
+def _footer_sizes(uri: str, path: str, size: int, options: tuple[tuple[str, str], ...]) -> Mapping[str, int] | None:
+    from optimizer.table.deltars import DeltaRsTable
+
+    table = DeltaRsTable(uri, dict(options))
+    fs, root = table.filesystem()
+    try:
+        metadata = pq.ParquetFile(fs.open_input_file(f"{root}/{path}")).metadata
+    except (OSError, ValueError):
+        return None
+    sizes: dict[str, int] = {}
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            name = chunk.path_in_schema.split(".")[0].lower()
+            sizes[name] = sizes.get(name, 0) + chunk.total_compressed_size
+    return sizes
+
+
+def read(
+    spark: SparkSession, table: DeltaRsTable, where: str | None = None, columns: Sequence[str] | None = None
+) -> DataFrame:
+    """The rows of `table` satisfying `where` (Spark SQL), reading only the files that may hold them."""
+    from pyspark.sql import functions as F
+
+    snapshot = table.snapshot()
+    plan = plan_scan(table, where, columns, snapshot)
+    frame = table.read_files(spark, plan.files, snapshot)
+    if where is not None and where.strip():
+        frame = frame.filter(F.expr(where))
+    return frame.select(*columns) if columns else frame

@@ -1,0 +1,136 @@
+"""SOP clustering (C1), ordering (C2) and Z-order helpers (C3), without Spark."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from optimizer.clustering.ordering import order_partitions, zero_bits
+from optimizer.clustering.sop import SopPartition, cluster, merge_delta, objective
+from optimizer.clustering.zorder import quantile_boundaries, range_id_of, ranges_for
+
+
+def vector(bits: str) -> int:
+    """'010' -> feature 2 set (the dissertation writes feature 1 first)."""
+    return sum(1 << k for k, c in enumerate(bits) if c == "1")
+
+
+WEIGHTS = [50, 20, 10]
+V1, V2, V3, V4 = (vector("010"), 12), (vector("001"), 11), (vector("000"), 19), (vector("110"), 10)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [(V1, V2, -340), (V1, V3, -380), (V1, V4, -600), (V2, V3, -190), (V2, V4, -870), (V3, V4, -1330)],
+)
+def test_dissertation_worked_example_deltas(a, b, expected):
+    assert merge_delta(a[0], a[1], b[0], b[1], WEIGHTS) == expected
+
+
+def test_dissertation_first_merge_is_v2_v3():
+    """With a minimum size above 30, V2+V3 = (001, 30) is formed first and stays in the pool."""
+    partitions = cluster([V1, V2, V3, V4], WEIGHTS, min_size=25)
+    assert partitions[0] == SopPartition(vector("001"), 30, (vector("000"), vector("001")))
+    assert partitions[1] == SopPartition(vector("110"), 22, (vector("010"), vector("110")))
+
+
+def brute_force_cluster(vectors, weights, min_size):
+    """The dissertation's loop, O(n^3): always merge the pair with the largest delta."""
+    result, pool = [], [(v, n, (v,)) for v, n in sorted(vectors) if n > 0]
+    for v, n, _ in [p for p in pool if p[1] > min_size]:
+        if n >= 2 * min_size:
+            chunks = n // min_size
+            base, extra = divmod(n, chunks)
+            result += [SopPartition(v, base + (i < extra), (v,)) for i in range(chunks)]
+        else:
+            result.append(SopPartition(v, n, (v,)))
+    pool = [p for p in pool if p[1] <= min_size]
+    while len(pool) > 1:
+        best = max(
+            (merge_delta(pool[i][0], pool[i][1], pool[j][0], pool[j][1], weights), -i, -j)
+            for i in range(len(pool))
+            for j in range(i + 1, len(pool))
+        )
+        i, j = -best[1], -best[2]
+        merged = (pool[i][0] | pool[j][0], pool[i][1] + pool[j][1], tuple(sorted(pool[i][2] + pool[j][2])))
+        pool = [p for k, p in enumerate(pool) if k not in (i, j)]
+        if merged[1] > min_size:
+            result.append(SopPartition(*merged))
+        else:
+            pool.append(merged)
+    result += [SopPartition(*p) for p in pool]
+    return result
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 63), st.integers(1, 40)), min_size=1, max_size=25, unique_by=lambda t: t[0]),
+    st.lists(st.floats(0.1, 10), min_size=6, max_size=6),
+    st.integers(5, 60),
+)
+def test_heap_clustering_reaches_the_quadratic_loops_objective(vectors, weights, min_size):
+    fast = cluster(vectors, weights, min_size)
+    slow = brute_force_cluster(vectors, weights, min_size)
+    assert sum(p.count for p in fast) == sum(n for _, n in vectors)
+    assert {m for p in fast for m in p.members} == {v for v, _ in vectors}
+    merged = [m for p in fast if len(p.members) > 1 for m in p.members]
+    assert len(merged) == len(set(merged))  # a vector is merged into one partition at most
+    assert objective(fast, weights) == pytest.approx(objective(slow, weights))
+
+
+def test_large_vectors_are_split_into_target_chunks():
+    partitions = cluster([(vector("1"), 1050), (vector("0"), 3)], [1.0], min_size=100)
+    chunks = [p for p in partitions if p.members == (vector("1"),)]
+    assert len(chunks) == 10 and sum(p.count for p in chunks) == 1050
+    assert all(100 <= p.count < 200 for p in chunks)
+
+
+def test_partitions_respect_the_minimum_size():
+    rng = random.Random(4)
+    vectors = {}
+    for _ in range(20000):
+        v = sum(1 << k for k in range(10) if rng.random() < 0.2)
+        vectors[v] = vectors.get(v, 0) + 1
+    partitions = cluster(list(vectors.items()), [rng.random() for _ in range(10)], min_size=400)
+    sizes = sorted(p.count for p in partitions)
+    assert sum(sizes) == 20000
+    assert all(400 < s <= 800 for s in sizes[1:])  # all but possibly the last merged one
+
+
+def test_mst_ordering_keeps_at_least_as_many_zero_bits_as_identity_order():
+    """Files spanning neighbouring ids OR their vectors: the MST walk keeps more zeros (Figure 4.2)."""
+    rng = random.Random(8)
+    features = 11
+    gains = []
+    for _ in range(20):
+        partitions = [
+            SopPartition(sum(1 << k for k in range(features) if rng.random() < 0.25), 100, ()) for _ in range(60)
+        ]
+        identity = partitions
+        ordered = order_partitions(partitions)
+        assert sorted(p.vector for p in ordered) == sorted(p.vector for p in identity)
+
+        def file_vectors(sequence, span=3):
+            return [
+                __import__("functools").reduce(lambda a, b: a | b, (p.vector for p in sequence[i : i + span]))
+                for i in range(0, len(sequence), span)
+            ]
+
+        ordered_zeros = zero_bits(file_vectors(ordered), features)
+        identity_zeros = zero_bits(file_vectors(identity), features)
+        assert ordered_zeros >= identity_zeros
+        gains.append(ordered_zeros / max(identity_zeros, 1))
+    assert sum(gains) / len(gains) > 1.1
+
+
+def test_quantile_boundaries_and_range_ids():
+    values = [None, *range(100), float("nan")]
+    boundaries = quantile_boundaries(values, 4)
+    assert boundaries == (25, 50, 75)
+    assert [range_id_of(v, boundaries) for v in (None, 0, 24, 25, 99)] == [0, 1, 1, 2, 4]
+    assert quantile_boundaries(["b", "a", "a", "c"], 8) == ("b", "c")
+    assert quantile_boundaries([], 8) == ()
+    assert ranges_for(1000, 1) == 0 and 16 <= ranges_for(1000, 3) <= 1024

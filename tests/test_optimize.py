@@ -1,0 +1,171 @@
+"""The OPTIMIZE job on real Delta tables: rows preserved in every layout, only the given files
+rewritten, and `read(where=P)` equal to a filtered full scan for random predicates."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import random
+from decimal import Decimal
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from optimizer import errors
+from optimizer.clustering import optimize
+from optimizer.features import FeatureSet, SopFeature, ZFeature
+from optimizer.skipping.extended import load_index, unclustered_files
+from optimizer.skipping.scan import plan_scan, read
+from optimizer.table import open_table
+from optimizer.table.fingerprint import fingerprint
+from tests.test_pruning import predicate_strategy
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "i bigint, f double, s string, d date, t timestamp, b boolean, p decimal(10,2)"
+UTC = dt.UTC
+LAYOUTS = {
+    "plain": FeatureSet(),
+    "sop": FeatureSet(
+        sop=(SopFeature("s LIKE '%x%'"), SopFeature("i IN (1, 2, 3)"), SopFeature("b = TRUE")),
+        sop_add=(SopFeature("STARTSWITH(s, 'ab')"),),
+        sop_weights={"s LIKE '%x%'": 3.0, "i IN (1, 2, 3)": 2.0, "b = TRUE": 1.0},
+    ),
+    "z": FeatureSet(z=(ZFeature("i"), ZFeature("d")), z_add=(ZFeature("MONTH(d)"),)),
+    "combined": FeatureSet(
+        z=(ZFeature("t"), ZFeature("MONTH(d)")),
+        sop=(SopFeature("s LIKE '%x%'"), SopFeature("f > 2")),
+        sop_add=(SopFeature("i > 5"),),
+        sop_weights={"s LIKE '%x%'": 2.0, "f > 2": 1.0},
+    ),
+}
+
+
+def random_rows(count: int, seed: int) -> list[tuple]:
+    rng = random.Random(seed)
+
+    def maybe(value):  # type: ignore[no-untyped-def]
+        return None if rng.random() < 0.1 else value
+
+    dates = [dt.date(1, 1, 1), dt.date(1970, 1, 1), dt.date(2024, 2, 29), dt.date(2024, 3, 1), dt.date(9999, 12, 31)]
+    strings = ["", "a", "ab", "abc", "abx", "ba", "x" * 33, "x" * 40 + "b", "xa", "zz"]
+    rows = []
+    for _ in range(count):
+        rows.append(
+            (
+                maybe(rng.randint(-5, 10)),
+                maybe(rng.choice([-2.0, 0.0, 1.5, 2.25, 3.0, 7.0, math.nan, -0.0])),
+                maybe(rng.choice(strings)),
+                maybe(rng.choice(dates)),
+                maybe(
+                    dt.datetime(2024, 1, 1, tzinfo=UTC)
+                    + dt.timedelta(microseconds=rng.choice([0, 999, 1000, 1500, 999999]))
+                ),
+                maybe(rng.random() < 0.5),
+                maybe(rng.choice([Decimal("-1.25"), Decimal("0.00"), Decimal("3.50"), Decimal("99.99")])),
+            )
+        )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def layouts(spark, tmp_path_factory):
+    """One table per layout, all from the same rows written as 8 files, then optimised."""
+    root = tmp_path_factory.mktemp("layouts")
+    frame = spark.createDataFrame(random_rows(600, seed=3), SCHEMA).repartition(8)
+    expected = fingerprint(frame)
+    tables = {}
+    for name, features in LAYOUTS.items():
+        table = open_table(str(root / name))
+        table.create(spark, frame)
+        if not features.is_empty:
+            optimize(spark, table, features, target_file_size=3000)
+        tables[name] = table
+    return tables, expected
+
+
+def test_rewrites_preserve_the_rows_of_every_layout(spark, layouts):
+    tables, expected = layouts
+    for name, table in tables.items():
+        snapshot = table.snapshot()
+        assert fingerprint(table.read_files(spark, snapshot.files, snapshot)) == expected, name
+        if name != "plain":
+            assert snapshot.version == 1
+            (commit,) = [c for c in table.history(1)]
+            assert commit.metadata["deltaopt"]["operation"] == "OPTIMIZE"
+            assert len(load_index(table, snapshot)) == len(snapshot.files)  # every new file has extended stats
+            assert unclustered_files(table, snapshot) == []
+
+
+def test_optimize_commit_has_no_data_change(layouts):
+    tables, _ = layouts
+    log = os.path.join(tables["combined"].uri, "_delta_log", f"{1:020d}.json")
+    with open(log) as commit:
+        actions = [json.loads(line) for line in commit]
+    changes = [a[k]["dataChange"] for a in actions for k in ("add", "remove") if k in a]
+    assert changes and not any(changes)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(predicate=predicate_strategy())
+def test_read_returns_exactly_the_filtered_rows(spark, layouts, predicate):
+    from pyspark.sql import functions as F
+
+    text, _ = predicate
+    tables, _ = layouts
+    for name, table in tables.items():
+        snapshot = table.snapshot()
+        everything = table.read_files(spark, snapshot.files, snapshot)
+        full = everything.filter(F.expr(text))
+        assert fingerprint(read(spark, table, where=text)) == fingerprint(full), (name, text)
+        holding = {r[0] for r in full.select(F.col("_metadata.file_path")).distinct().collect()}
+        kept = {f.path for f in plan_scan(table, text, snapshot=snapshot).files}
+        assert {h.rsplit(table.uri.rstrip("/") + "/", 1)[-1] for h in holding} <= kept, (name, text)
+
+
+def test_layouts_skip_files(layouts):
+    tables, _ = layouts
+    sop = plan_scan(tables["sop"], "s LIKE '%x%'")
+    plain = plan_scan(tables["plain"], "s LIKE '%x%'")
+    assert plain.skipped_files == 0 and sop.skipped_files > 0
+    z = plan_scan(tables["z"], "i = 10 AND d = DATE '9999-12-31'")
+    assert z.skipped_files > 0
+
+
+def test_only_the_given_files_are_rewritten(spark, tmp_path):
+    table = open_table(str(tmp_path / "t"))
+    table.create(spark, spark.createDataFrame(random_rows(300, seed=5), SCHEMA).repartition(6))
+    before = table.snapshot()
+    chosen, untouched = before.files[:3], before.files[3:]
+    result = optimize(spark, table, LAYOUTS["z"], target_file_size=1 << 30, files=chosen)
+    after = table.snapshot()
+    assert result.files_in == 3 and result.files_out == 1
+    assert {f.path for f in untouched} <= {f.path for f in after.files}
+    assert not {f.path for f in chosen} & {f.path for f in after.files}
+    assert after.num_records == before.num_records
+
+
+def test_a_feature_that_cannot_be_evaluated_stops_before_writing(spark, tmp_path):
+    table = open_table(str(tmp_path / "t"))
+    table.create(spark, spark.createDataFrame(random_rows(50, seed=7), SCHEMA).coalesce(1))
+    for bad in (FeatureSet(sop=(SopFeature("my_udf(i) = 1"),)), FeatureSet(z=(ZFeature("no_such_column"),))):
+        with pytest.raises(errors.ClusteringError, match="cannot be evaluated"):
+            optimize(spark, table, bad, target_file_size=1 << 20)
+    assert table.snapshot().version == 0
+    assert not [d for d in os.listdir(table.uri) if d.startswith("optimize-")]
+
+
+def test_losing_a_race_commits_nothing(spark, tmp_path):
+    table = open_table(str(tmp_path / "t"))
+    table.create(spark, spark.createDataFrame(random_rows(200, seed=9), SCHEMA).repartition(4))
+    stale = table.snapshot()
+    optimize(spark, table, LAYOUTS["z"], target_file_size=1 << 20)
+    winner = table.snapshot()
+    with pytest.raises(errors.CommitConflictError):
+        optimize(spark, table, LAYOUTS["sop"], target_file_size=1 << 20, files=stale.files, snapshot=stale)
+    assert table.snapshot().version == winner.version
+    assert table.snapshot().num_records == 200
