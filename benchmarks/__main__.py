@@ -1,24 +1,29 @@
-"""``python -m benchmarks NAME [--quick]``: run one benchmark (or ``all``)."""
+"""``python -m benchmarks NAME [options]``: run one benchmark (or ``all`` with defaults)."""
 
 from __future__ import annotations
 
-import argparse
 import importlib
+import sys
 
 BENCHMARKS = {
     "querylog": "benchmarks.querylog_bench",
     "analyser": "benchmarks.analyser_bench",
+    "layouts": "benchmarks.layout_bench",
 }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks")
-    parser.add_argument("name", choices=[*BENCHMARKS, "all"])
-    args = parser.parse_args()
-    names = list(BENCHMARKS) if args.name == "all" else [args.name]
+    if len(sys.argv) < 2 or sys.argv[1] not in (*BENCHMARKS, "all"):
+        print(f"usage: python -m benchmarks {{{','.join([*BENCHMARKS, 'all'])}}} [options]", file=sys.stderr)
+        sys.exit(2)
+    names = list(BENCHMARKS) if sys.argv[1] == "all" else [sys.argv[1]]
     for name in names:
         print(f"== {name}")
-        importlib.import_module(BENCHMARKS[name]).run()
+        module = importlib.import_module(BENCHMARKS[name])
+        if hasattr(module, "main"):
+            module.main(sys.argv[2:] if len(names) == 1 else [])
+        else:
+            module.run()
 
 
 if __name__ == "__main__":

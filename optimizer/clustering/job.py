@@ -88,9 +88,11 @@ def cluster_frame(
     rows_per_file: float,
     files: int,
     progress: Progress = lambda _: None,
+    order_ids: bool = True,
 ) -> Layout:
     """Steps C1-C3 on `frame` (the rows to lay out). `data_names` are the columns stored in files (the
-    fingerprint covers them); the frame keeps its columns in the same order."""
+    fingerprint covers them); the frame keeps its columns in the same order. `order_ids=False` numbers
+    SOP partitions in clustering order instead of C2's (for measuring what C2 buys)."""
     from pyspark.sql import functions as F
 
     xx, mm = _fingerprint_columns(data_names)
@@ -119,7 +121,8 @@ def cluster_frame(
     columns: list[str] = []
     if predicates:
         weights = [features.weight(f) for f in features.sop]
-        ordered = order_partitions(cluster(sorted(vectors.items()), weights, max(int(rows_per_file), 1)))
+        partitions = cluster(sorted(vectors.items()), weights, max(int(rows_per_file), 1))
+        ordered = order_partitions(partitions, rows_per_file, weights) if order_ids else partitions
         ids: dict[int, int] = {}
         for position, partition in enumerate(ordered):
             for member in partition.members:
@@ -156,6 +159,7 @@ def optimize(
     snapshot: Snapshot | None = None,
     metadata: Mapping[str, Any] | None = None,
     progress: Progress = lambda _: None,
+    order_ids: bool = True,
 ) -> OptimizeResult:
     """Rewrite `files` (default: the files no deltaopt run clustered) with the combined layout.
 
@@ -185,7 +189,7 @@ def optimize(
     delta_columns = {c.name.lower() for c in stats_columns(stored, snapshot.configuration) if c.minmax}
     spec = stats_spec(frame, features, delta_columns)
     layout = cluster_frame(
-        frame, features, stored.names, snapshot.partition_columns, rows_per_file, file_count, progress
+        frame, features, stored.names, snapshot.partition_columns, rows_per_file, file_count, progress, order_ids
     )
     seconds["cluster"] = time.perf_counter() - started
 

@@ -116,7 +116,9 @@ def zorder(
 
     order = [F.col(f"`{c}`") for c in leading]
     if len(dimensions) == 1:
-        order.append(F.col(dimensions[0].column))
+        # a deterministic tie-breaker lets range partitioning split a value shared by many rows (a SOP id,
+        # a low-cardinality column) into target-size files; a random one could move rows on task retries
+        order += [F.col(dimensions[0].column), F.xxhash64(*[F.col(f"`{c}`") for c in frame.columns])]
     elif dimensions:
         ids = [range_id(F.col(d.column), d.boundaries) for d in dimensions]
         frame = frame.withColumn(key, interleave(ids, [d.bits for d in dimensions]))

@@ -1,0 +1,211 @@
+"""Layouts side by side on TPC-H lineitem: bytes and files a workload scans, and rewrite time.
+
+    python -m benchmarks layouts [--scale 1] [--queries 200]
+
+One run loads the same lineitem increments into identical tables, lays each out differently, and
+replays one workload (range filters with changing literals on dates, prices and quantities, plus fixed
+complex predicates such as ``l_shipmode IN (...)``, ``l_comment LIKE '%...%'``, ``month(l_shipdate) =
+12``, ``l_returnflag = 'R' AND l_linestatus = 'F'``) against each with the same pruning code:
+
+* none: the files as loaded (small appended files, no layout);
+* delta-rs ``optimize.z_order`` on the most frequent plain columns of the workload (the peer);
+* Z-order only, SOP only, and combined: deltaopt's OPTIMIZE with the analyser's features.
+
+Bytes are compressed bytes of the columns each query reads (Parquet footers), summed over the
+workload; the selectivity lower bound is what a perfect layout would read: each query's matching rows'
+share of those bytes. A second experiment repeats the thesis's Figure 4.2: zero bits in SOP file
+statistics with the MST ordering of SOP ids versus clustering order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from benchmarks.common import table, write_report
+from optimizer import tpch
+from optimizer.analysis import analyse_table
+from optimizer.clustering import optimize
+from optimizer.clustering.ordering import file_vectors, order_partitions, zero_bits
+from optimizer.clustering.sop import cluster
+from optimizer.config import SparkSettings, Thresholds
+from optimizer.demo import load_part
+from optimizer.features import FeatureSet
+from optimizer.runtime import build_session
+from optimizer.skipping.collect import sop_vector
+from optimizer.skipping.extended import load_index
+from optimizer.skipping.scan import plan_scan, table_file_stats
+from optimizer.table import open_table
+from querylog.predicates.attribute import scan_filters
+from querylog.records import ScanRecord
+from querylog.store import QueryLogTable
+
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
+FIGURE_4_2_FEATURES = (
+    "l_shipmode IN ('MAIL', 'SHIP')",
+    "l_returnflag = 'R'",
+    "l_linestatus = 'F'",
+    "l_comment LIKE '%furiously%'",
+    "l_shipinstruct = 'DELIVER IN PERSON'",
+    "MONTH(l_shipdate) = 12",
+    "l_discount > 0.08",
+    "l_tax = 0",
+    "l_comment LIKE '%ironic%'",
+    "l_quantity > 45",
+    "NOT l_shipmode IN ('AIR', 'REG AIR')",
+)
+
+
+def workload(queries: int) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """(WHERE text, canonical filters, columns read) per query."""
+    result = []
+    for sql in tpch.lineitem_queries(queries, seed=21):
+        (scan,) = scan_filters(sql).scans
+        result.append((" AND ".join(f"({f})" for f in scan.filters), scan.filters, scan.columns))
+    return result
+
+
+def replay(lineitem, queries):  # type: ignore[no-untyped-def]
+    """Workload totals on one layout: column bytes read, files read, per-query bytes."""
+    snapshot = lineitem.snapshot()
+    stats = table_file_stats(lineitem, snapshot)
+    read = files = total = 0
+    for where, _, columns in queries:
+        plan = plan_scan(lineitem, where, columns, snapshot=snapshot, stats=stats)
+        read += plan.column_bytes_read or 0
+        total += plan.column_bytes_total or 0
+        files += len(plan.files)
+    return read, files, total, len(snapshot.files)
+
+
+def figure_4_2(spark, lineitem, rows_per_file: float) -> list[tuple[str, int, int, int]]:  # type: ignore[no-untyped-def]
+    """Zero bits in SOP-only file statistics (files cut along the SOP-id order), with C2's order versus
+    the order clustering produced the partitions in, for 5 and 11 features."""
+    snapshot = lineitem.snapshot()
+    frame = lineitem.read_files(spark, snapshot.files, snapshot)
+    out = []
+    for count in (5, 11):
+        predicates = list(FIGURE_4_2_FEATURES[:count])
+        vectors = {int(r[0]): int(r[1]) for r in frame.groupBy(sop_vector(predicates)).count().collect()}
+        partitions = cluster(sorted(vectors.items()), [1.0] * count, max(int(rows_per_file), 1))
+        ordered = order_partitions(partitions, rows_per_file, [1.0] * count)
+        zeros = [zero_bits([v for v, _ in file_vectors(o, rows_per_file)], count) for o in (ordered, partitions)]
+        out.append((f"SOP only, {count} features", zeros[0], zeros[1], len(partitions)))
+    return out
+
+
+def zeros_in_index(lineitem, features: int) -> int:  # type: ignore[no-untyped-def]
+    return sum(s.sop_bits[:features].count("0") for s in load_index(lineitem, lineitem.snapshot()).values())
+
+
+def run(scale: float = 1.0, queries: int = 200) -> dict[str, object]:
+    work = Path(tempfile.mkdtemp(prefix="deltaopt-layouts-"))
+    spark = build_session(SparkSettings(master="local[2]", shuffle_partitions=8, driver_memory="8g"))
+    parts = tpch.generate("lineitem", scale, work / "tpch", parts=8)
+    plan = workload(queries)
+
+    def load(name: str):  # type: ignore[no-untyped-def]
+        t = open_table(str(work / name))
+        for part in parts:
+            load_part(spark, t, part, files_per_part=4)
+        return t
+
+    base = load("none")
+    snapshot = base.snapshot()
+    target = max(1 << 20, snapshot.total_bytes // 64)
+    rows_per_file = snapshot.num_records * target / snapshot.total_bytes
+    log = QueryLogTable(str(work / "lineitem_querylog"))
+    log.append(
+        [ScanRecord(f"q{i}", NOW - timedelta(minutes=i), "lineitem", f, c, "bench") for i, (_, f, c) in enumerate(plan)]
+    )
+    thresholds = Thresholds(sample_rows=100_000, target_file_size=target, min_sop_frequency=0.05)
+    features = analyse_table(spark, base, "lineitem", log, thresholds, NOW).features
+    print(f"analyser: {features.as_dict()}")
+
+    frequency = Counter(
+        c for _, filters, _ in plan for c in {f.split(" ")[0] for f in filters} if c.startswith("l_") and " " not in c
+    )
+    peer_columns = [c for c, _ in frequency.most_common(max(len(features.z), 2))]
+    layouts: list[tuple[str, object, float]] = [("none (as loaded)", base, 0.0)]
+    peer = load("deltars_zorder")
+    started = time.perf_counter()
+    from deltalake import DeltaTable
+
+    DeltaTable(peer.uri).optimize.z_order(peer_columns, target_size=target)
+    layouts.append((f"delta-rs z_order({', '.join(peer_columns)})", peer, time.perf_counter() - started))
+    variants = {
+        "Z-order only": FeatureSet(z=features.z, z_add=features.z_add),
+        "SOP only": FeatureSet(sop=features.sop, sop_add=features.sop_add, sop_weights=features.sop_weights),
+        "combined SOP + Z-order": features,
+    }
+    for name, chosen in variants.items():
+        lineitem = load(name.split()[0].lower())
+        result = optimize(spark, lineitem, chosen, target, progress=lambda m, name=name: print(f"  [{name}] {m}"))
+        layouts.append((name, lineitem, result.seconds.get("total", 0.0)))
+    unordered = load("combined_clustering_order")
+    optimize(spark, unordered, features, target, order_ids=False)
+    combined_zeros = (zeros_in_index(layouts[-1][1], len(features.sop)), zeros_in_index(unordered, len(features.sop)))
+
+    matching = base.read_files(spark, snapshot.files, snapshot)
+    from pyspark.sql import functions as F
+
+    counts = matching.agg(
+        *[F.sum(F.when(F.expr(w), 1).otherwise(0)).alias(f"q{i}") for i, (w, _, _) in enumerate(plan)]
+    ).collect()[0]
+    rows = snapshot.num_records or 1
+    lower = 0.0
+    base_stats = table_file_stats(base, snapshot)
+    for i, (where, _, columns) in enumerate(plan):
+        total = plan_scan(base, where, columns, snapshot=snapshot, stats=base_stats).column_bytes_total or 0
+        lower += total * (counts[f"q{i}"] or 0) / rows
+
+    results = []
+    none_read = None
+    for name, lineitem, seconds in layouts:
+        read, files, total, file_count = replay(lineitem, plan)
+        none_read = none_read or read
+        results.append((name, file_count, files, read, read / none_read, read / max(lower, 1), seconds))
+    rows_out = [
+        (n, fc, f, f"{r / 1e6:.1f} MB", f"{rel:.3f}", f"{lb:.1f}x", f"{s:.0f} s" if s else "-")
+        for n, fc, f, r, rel, lb, s in results
+    ]
+    zero = [
+        *figure_4_2(spark, base, rows_per_file),
+        ("combined layout, analyser's SOP features", *combined_zeros, len(features.sop)),
+    ]
+    body = (
+        f"TPC-H lineitem scale {scale} ({snapshot.num_records:,} rows, {snapshot.total_bytes / 1e6:.0f} MB in "
+        f"{len(snapshot.files)} files), {queries} queries, target file size {target / 1e6:.1f} MB.\n\n"
+        + table(
+            ("layout", "files", "files scanned", "column bytes scanned", "vs none", "vs lower bound", "rewrite"),
+            rows_out,
+        )
+        + f"\n\nSelectivity lower bound: {lower / 1e6:.1f} MB (the bytes of matching rows only).\n"
+        f"Analyser's features: {json.dumps(features.as_dict())}\n\n"
+        "Figure 4.2: zero bits in SOP file statistics, C2's ordering of SOP ids versus clustering order\n\n"
+        + table(("layout", "C2 order", "clustering order", "partitions / features"), zero)
+        + "\n\n"
+        + "\n".join(f"- {n}: {o / max(i, 1):.2f}x the zero bits ({o} vs {i})" for n, o, i, _ in zero)
+        + "\n"
+    )
+    print(body)
+    write_report(
+        "layouts",
+        "Layouts on TPC-H lineitem: scanned bytes and rewrite time",
+        body,
+        f"python -m benchmarks layouts --scale {scale} --queries {queries}",
+    )
+    return {"results": results, "lower_bound": lower, "figure_4_2": zero}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks layouts")
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args(argv)
+    run(args.scale, args.queries)
