@@ -9,6 +9,7 @@ BENCHMARKS = {
     "querylog": "benchmarks.querylog_bench",
     "analyser": "benchmarks.analyser_bench",
     "layouts": "benchmarks.layout_bench",
+    "estimator": "benchmarks.estimator_bench",
 }
 
 

@@ -28,14 +28,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from benchmarks.common import table, write_report
+from costmodel.cost import DEFAULT_MODEL
+from costmodel.decision import benefit_of, candidate_layouts
 from optimizer import tpch
 from optimizer.analysis import analyse_table
+from optimizer.analysis.sample import sample_frame
 from optimizer.clustering import optimize
 from optimizer.clustering.ordering import file_vectors, order_partitions, zero_bits
 from optimizer.clustering.sop import cluster
 from optimizer.config import SparkSettings, Thresholds
 from optimizer.demo import load_part
-from optimizer.features import FeatureSet
 from optimizer.runtime import build_session
 from optimizer.skipping.collect import sop_vector
 from optimizer.skipping.extended import load_index
@@ -138,15 +140,33 @@ def run(scale: float = 1.0, queries: int = 200) -> dict[str, object]:
 
     DeltaTable(peer.uri).optimize.z_order(peer_columns, target_size=target)
     layouts.append((f"delta-rs z_order({', '.join(peer_columns)})", peer, time.perf_counter() - started))
-    variants = {
-        "Z-order only": FeatureSet(z=features.z, z_add=features.z_add),
-        "SOP only": FeatureSet(sop=features.sop, sop_add=features.sop_add, sop_weights=features.sop_weights),
-        "combined SOP + Z-order": features,
-    }
+    candidates = dict(candidate_layouts(features))  # the estimator's candidates, all measured for real
+    names = {"Z-order only": "Z-order only", "SOP only": "SOP only", "as analysed": "combined SOP + Z-order"}
+    variants = {names.get(name, f"combined, {name}"): chosen for name, chosen in candidates.items()}
     for name, chosen in variants.items():
-        lineitem = load(name.split()[0].lower())
+        lineitem = load("layout" + str(len(layouts)))
         result = optimize(spark, lineitem, chosen, target, progress=lambda m, name=name: print(f"  [{name}] {m}"))
         layouts.append((name, lineitem, result.seconds.get("total", 0.0)))
+    sample = sample_frame(spark, base, snapshot, snapshot.files, thresholds.sample_rows).cache()
+    records = log.read("lineitem")
+    estimates = {
+        names.get(name, f"combined, {name}"): benefit_of(
+            base, snapshot, snapshot.files, chosen, sample, records, thresholds, NOW
+        )
+        for name, chosen in candidates.items()
+    }
+    picked = max(
+        estimates,
+        key=lambda n: (
+            estimates[n].benefit
+            - DEFAULT_MODEL.predict(
+                snapshot.total_bytes,
+                len(variants[n].z),
+                len(variants[n].sop),
+                len(variants[n].z_add) + len(variants[n].sop_add),
+            ).seconds
+        ),
+    )
     unordered = load("combined_clustering_order")
     optimize(spark, unordered, features, target, order_ids=False)
     combined_zeros = (zeros_in_index(layouts[-1][1], len(features.sop)), zeros_in_index(unordered, len(features.sop)))
@@ -171,7 +191,16 @@ def run(scale: float = 1.0, queries: int = 200) -> dict[str, object]:
         none_read = none_read or read
         results.append((name, file_count, files, read, read / none_read, read / max(lower, 1), seconds))
     rows_out = [
-        (n, fc, f, f"{r / 1e6:.1f} MB", f"{rel:.3f}", f"{lb:.1f}x", f"{s:.0f} s" if s else "-")
+        (
+            n + (" <- estimator's choice" if n == picked else ""),
+            fc,
+            f,
+            f"{r / 1e6:.1f} MB",
+            f"{rel:.3f}",
+            f"{lb:.1f}x",
+            f"{s:.0f} s" if s else "-",
+            f"{estimates[n].p_after:.3f}" if n in estimates else "-",
+        )
         for n, fc, f, r, rel, lb, s in results
     ]
     zero = [
@@ -182,7 +211,16 @@ def run(scale: float = 1.0, queries: int = 200) -> dict[str, object]:
         f"TPC-H lineitem scale {scale} ({snapshot.num_records:,} rows, {snapshot.total_bytes / 1e6:.0f} MB in "
         f"{len(snapshot.files)} files), {queries} queries, target file size {target / 1e6:.1f} MB.\n\n"
         + table(
-            ("layout", "files", "files scanned", "column bytes scanned", "vs none", "vs lower bound", "rewrite"),
+            (
+                "layout",
+                "files",
+                "files scanned",
+                "column bytes scanned",
+                "vs none",
+                "vs lower bound",
+                "rewrite",
+                "estimated share",
+            ),
             rows_out,
         )
         + f"\n\nSelectivity lower bound: {lower / 1e6:.1f} MB (the bytes of matching rows only).\n"

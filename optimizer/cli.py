@@ -136,24 +136,23 @@ def _configured_table(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return config, config.tables[0]
 
 
-def cmd_analyse(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
-
-    from optimizer.analysis import analyse_table
+def _watched(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """(config, table settings, Spark, Delta table, query log) of the configured table in `args`."""
     from optimizer.runtime import build_session
     from optimizer.table import open_table
     from querylog.store import QueryLogTable
 
     config, table = _configured_table(args)
-    spark = build_session(config.spark)
-    result = analyse_table(
-        spark,
-        open_table(table.path),
-        table.identity,
-        QueryLogTable(table.query_log_path),
-        table.thresholds,
-        datetime.now(UTC),
-    )
+    return config, table, build_session(config.spark), open_table(table.path), QueryLogTable(table.query_log_path)
+
+
+def cmd_analyse(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from optimizer.analysis import analyse_table
+
+    _, table, spark, delta, log = _watched(args)
+    result = analyse_table(spark, delta, table.identity, log, table.thresholds, datetime.now(UTC))
     if args.json:
         _print_json(result.as_dict())
         return 0
@@ -190,10 +189,15 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     configured = config.table(args.table) if config else None
     path = configured.path if configured else args.table
     thresholds = configured.thresholds if configured else None
-    spark = build_session(config.spark if config else SparkSettings())
+    settings = config.spark if config else SparkSettings()
+    if args.connect:
+        settings = settings.model_copy(update={"connect_url": args.connect})
+    spark = build_session(settings)
     table = open_table(path)
     snapshot = table.snapshot()
-    if args.z or args.sop:
+    if args.features_json:
+        features = FeatureSet.from_dict(json.loads(args.features_json))
+    elif args.z or args.sop:
         features = FeatureSet(
             z=tuple(ZFeature(e) for e in canonical(args.z)),
             sop=tuple(SopFeature(p) for p in canonical(args.sop)),
@@ -208,10 +212,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             spark, table, configured.identity, QueryLogTable(configured.query_log_path), thresholds, datetime.now(UTC)
         )
         features = analysis.features
-        print(f"features from the workload: {features.as_dict()}")
+        print(f"features from the workload: {features.as_dict()}", file=sys.stderr)
     else:
         features = FeatureSet()
-        print("no features given: compaction only")
+        print("no features given: compaction only", file=sys.stderr)
     target = (
         parse_size(args.target_file_size)
         if args.target_file_size
@@ -226,7 +230,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         files=files,
         snapshot=snapshot,
         metadata={"trigger": "manual"},
-        progress=lambda m: print(f"  {m}", flush=True),
+        progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True),
+        run_id=args.run_id,
     )
     if args.json:
         _print_json(result.as_dict())
@@ -237,6 +242,148 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             f"{path}: version {result.version}, {result.files_in} -> {result.files_out} files, "
             f"{result.bytes_in:,} -> {result.bytes_out:,} bytes, {result.rows:,} rows"
         )
+    return 0
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from costmodel.cost import load
+    from costmodel.decision import estimate
+
+    config, table, spark, delta, log = _watched(args)
+    cost_model = load(config.service.cost_model_path)
+    decision = estimate(spark, delta, table.identity, log, table.thresholds, cost_model, datetime.now(UTC))
+    if args.json:
+        _print_json(decision.as_dict())
+        return 0
+    print(f"{table.name} v{decision.version}: {decision.action.upper()} - {decision.reason}")
+    print(
+        f"  new data: {decision.new_files} files, {decision.new_bytes:,} bytes (threshold {decision.min_new_bytes:,})"
+    )
+    if decision.cost and decision.benefit:
+        b = decision.benefit
+        print(f"  cost: {decision.cost.seconds:.1f} cluster-s ({decision.cost.terms})")
+        print(
+            f"  benefit: {b.benefit:.1f} cluster-s = {b.expected_queries:.0f} expected queries x "
+            f"{b.saved_mb_per_query:.2f} MB saved each; scanned share {b.p_before:.1%} -> {b.p_after:.1%}"
+        )
+        print(f"  features: {decision.features}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from costmodel.calibrate import DEFAULT_GRID, calibrate
+    from optimizer.config import SparkSettings, load_config
+    from optimizer.runtime import build_session
+    from optimizer.table import open_table
+
+    config = load_config(args.config) if args.config else None
+    path = config.table(args.table).path if config else args.table
+    out = args.out or (config.service.cost_model_path if config else "costmodel.json")
+    spark = build_session(config.spark if config else SparkSettings())
+    rows = [int(r) for r in args.rows.split(",")]
+    grid = DEFAULT_GRID[:3] if args.quick else DEFAULT_GRID
+    model, runs = calibrate(spark, open_table(path), rows, grid, progress=lambda m: print(f"  {m}", flush=True))
+    model.save(out)
+    print(f"fitted on {len(runs)} runs (R^2 = {model.r2:.3f}); saved to {out}")
+    print(
+        f"  seconds = {model.overhead:.2f} + GB x ({model.base:.2f} + {model.per_z:.2f} z + {model.per_sop:.2f} sop "
+        f"+ {model.per_additional:.2f} additional)"
+    )
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from optimizer.config import load_config
+    from optimizer.logs import configure_logging
+    from optimizer.service.service import context, run_once, serve
+
+    config = load_config(args.config)
+    if args.dry_run:
+        config = config.model_copy(update={"service": config.service.model_copy(update={"dry_run": True})})
+    configure_logging(config.logging.level, config.logging.format)
+    ctx = context(config)
+    if args.once:
+        for record in run_once(ctx):
+            print(f"{record['table']}: {record['action'].upper()} - {record['reason']}")
+    else:
+        serve(ctx)
+    print(f"decision log: {config.decision_log_path} (table: {config.service.decisions_path})")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from optimizer.config import load_config
+    from optimizer.service.state import StateStore
+    from optimizer.table import open_table
+    from optimizer.table.info import human_bytes, table_info
+
+    config = load_config(args.config)
+    store = StateStore(config.service.state_dir)
+    rows = []
+    for table in config.tables:
+        state = store.load(table.name)
+        entry: dict[str, Any] = {
+            "table": table.name,
+            "paused": table.paused,
+            "last_decision": state.last_decision,
+            "ticks": state.ticks,
+            "last_optimized_version": state.last_optimized_version,
+        }
+        try:
+            info = table_info(open_table(table.path))
+            entry.update(
+                version=info.version,
+                files=info.files,
+                bytes=info.bytes,
+                clustered_bytes=info.clustered_bytes,
+                unclustered_bytes=info.unclustered_bytes,
+            )
+        except DeltaOptError as err:
+            entry["error"] = str(err)
+        rows.append(entry)
+    if args.json:
+        _print_json(rows)
+        return 0
+    for entry in rows:
+        decision = entry["last_decision"] or {}
+        print(f"{entry['table']}{' [paused]' if entry['paused'] else ''}")
+        if "error" in entry:
+            print(f"  error: {entry['error']}")
+        else:
+            print(
+                f"  version {entry['version']}, {entry['files']} files, {human_bytes(entry['bytes'])}; clustered "
+                f"{human_bytes(entry['clustered_bytes'])}, unclustered {human_bytes(entry['unclustered_bytes'])}"
+            )
+        print(
+            f"  last decision: {decision.get('ts', 'never')} {str(decision.get('action', '')).upper()} "
+            f"{decision.get('reason', '')}"
+        )
+    return 0
+
+
+def cmd_decisions(args: argparse.Namespace) -> int:
+    from optimizer.config import load_config
+    from optimizer.service.decisions import DecisionLog
+
+    config = load_config(args.config)
+    records = DecisionLog(config.decision_log_path, config.service.decisions_path).read(args.table, args.last)
+    if args.json:
+        _print_json(records)
+        return 0
+    for r in records:
+        print(f"{r['ts']}  {r['table']}  v{r.get('version', '?')}  {r['action'].upper()}: {r['reason']}")
+        job = r.get("job")
+        if job:
+            print(
+                f"    job on {job.get('executor')} ({job.get('where')}): {job.get('files_in', 0)} -> "
+                f"{job.get('files_out', 0)} files, {job.get('bytes_in', 0):,} -> {job.get('bytes_out', 0):,} bytes, "
+                f"{job.get('seconds', 0)}s{', error: ' + job['error'] if job.get('error') else ''}"
+            )
+        if r.get("features"):
+            print(f"    features: z={r['features'].get('z')} sop={r['features'].get('sop')}")
+    print(f"{len(records)} decision(s)")
     return 0
 
 
@@ -282,8 +429,46 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--sop-add", action="append", default=[], help="predicate with statistics only")
     opt.add_argument("--target-file-size", help="e.g. 128MiB (default: configured, else 128MiB)")
     opt.add_argument("--all-files", action="store_true", help="rewrite every file, not only unclustered ones")
+    opt.add_argument("--features-json", help="a whole feature set as JSON (what the service sends a cluster)")
+    opt.add_argument("--run-id", help="identifier recorded in the commit (default: generated)")
+    opt.add_argument("--connect", help="run the data work on this Spark Connect server (sc://host:port)")
     opt.add_argument("--json", action="store_true")
     opt.set_defaults(handler=cmd_optimize)
+
+    est = commands.add_parser("estimate", help="cost, benefit and the decision for a table's new data")
+    est.add_argument("--config", required=True)
+    est.add_argument("--table", help="configured table name (optional with a single table)")
+    est.add_argument("--json", action="store_true")
+    est.set_defaults(handler=cmd_estimate)
+
+    costmodel = commands.add_parser("costmodel", help="the OPTIMIZE cost model").add_subparsers(
+        dest="sub", required=True
+    )
+    cal = costmodel.add_parser("calibrate", help="time real OPTIMIZE runs on samples and fit the cost model")
+    cal.add_argument("--table", required=True, help="table path, or a configured table name with --config")
+    cal.add_argument("--config")
+    cal.add_argument("--rows", default="250000,1000000", help="sample sizes in rows, comma-separated")
+    cal.add_argument("--quick", action="store_true", help="only three feature configurations")
+    cal.add_argument("--out", help="where to store the model (default: service.cost_model)")
+    cal.set_defaults(handler=cmd_calibrate)
+
+    srv = commands.add_parser("serve", help="run the service: tick every configured table until stopped")
+    srv.add_argument("--config", required=True)
+    srv.add_argument("--once", action="store_true", help="one tick per table, then exit (cron style)")
+    srv.add_argument("--dry-run", action="store_true", help="log decisions, never optimise")
+    srv.set_defaults(handler=cmd_serve)
+
+    status = commands.add_parser("status", help="per table: latest decision, clustering state, unclustered bytes")
+    status.add_argument("--config", required=True)
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=cmd_status)
+
+    dec = commands.add_parser("decisions", help="the decision history of a table")
+    dec.add_argument("--config", required=True)
+    dec.add_argument("--table", help="only this table")
+    dec.add_argument("--last", type=int, default=20)
+    dec.add_argument("--json", action="store_true")
+    dec.set_defaults(handler=cmd_decisions)
 
     querylog = commands.add_parser("querylog", help="the query log").add_subparsers(dest="sub", required=True)
     for name, handler, text in (

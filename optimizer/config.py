@@ -91,6 +91,9 @@ class Thresholds(_Model):
     benefit_horizon: Duration = Field(
         7 * 86400, gt=0, description="future period over which saved scan bytes are counted"
     )
+    compare_layouts: bool = Field(
+        True, description="estimate Z-only, SOP-only and fewer-Z variants too, and keep the best net benefit"
+    )
 
 
 class SparkSettings(_Model):
@@ -154,6 +157,7 @@ class TableSettings(_Model):
 
 class ServiceSettings(_Model):
     state_dir: str = Field("deltaopt-state", description="per-table state (log position, runs)")
+    cost_model: str | None = Field(None, description="calibrated cost model JSON; default <state_dir>/costmodel.json")
     decisions_table: str | None = Field(None, description="Delta table of decisions; default <state_dir>/decisions")
     max_concurrent_jobs: int = Field(1, ge=1)
     jitter: Duration = Field(10)
@@ -162,6 +166,10 @@ class ServiceSettings(_Model):
     @property
     def decisions_path(self) -> str:
         return self.decisions_table or str(Path(self.state_dir) / "decisions")
+
+    @property
+    def cost_model_path(self) -> str:
+        return self.cost_model or str(Path(self.state_dir) / "costmodel.json")
 
 
 class LoggingSettings(_Model):

@@ -1,21 +1,31 @@
-"""``deltaopt demo``: the whole pipeline on a TPC-H lineitem table with embedded Spark.
+"""``deltaopt demo``: the service's main job on a TPC-H lineitem table with embedded Spark.
 
-Creates the table from the first increments of lineitem, records a workload in the query log, then
-appends the remaining increments and lets the service decide, tick by tick, whether to optimise.
-Everything lands under the work directory; the last lines printed say where the decision log is.
+1. generate lineitem with ``tpchgen-cli`` in increments and load the first half as small files, the way
+   a streaming writer leaves a table;
+2. record a workload through the query recorder (range filters with changing literals plus fixed
+   complex predicates) into the table's query log;
+3. run service ticks: the first finds the unclustered data, analyses the workload, estimates cost and
+   benefit and optimises; then new increments and new queries arrive and the next tick optimises only
+   the new data; a last tick finds nothing new;
+4. show the decisions, the table, and what a few queries now skip.
+
+Everything lands under the work directory; the last lines say where the decision log is.
 """
 
 from __future__ import annotations
 
 import shutil
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import yaml
+
 from optimizer import tpch
-from optimizer.config import SparkSettings
+from optimizer.config import load_config
 from optimizer.runtime import build_session, runtime_info
 from optimizer.table import open_table
-from optimizer.table.info import render, table_info
+from optimizer.table.info import human_bytes, render, table_info
 
 
 def _say(message: str) -> None:
@@ -33,7 +43,53 @@ def load_part(spark, table, part_file: Path, files_per_part: int = 4):  # type: 
     return table.snapshot()
 
 
+def write_config(root: Path, table_path: Path) -> Path:
+    """The demo's configuration: the example's keys, sized for a laptop-scale table."""
+    config = {
+        "spark": {"master": "local[*]", "shuffle_partitions": 8},
+        "defaults": {
+            "min_new_bytes": "4MiB",
+            "target_file_size": "2MiB",
+            "sample_rows": 50000,
+            "min_sop_frequency": 0.05,
+            "cost_per_mb_read": 0.05,
+            "benefit_horizon": "30d",
+        },
+        "tables": [{"name": "lineitem", "path": str(table_path), "interval": "1m"}],
+        "service": {"state_dir": str(root / "state"), "jitter": 0},
+        "logging": {"level": "INFO"},
+    }
+    path = root / "deltaopt.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def record_workload(log_path: str, spill: Path, count: int, seed: int, now: datetime) -> None:
+    """Queries reach the log the way applications send them: through the recorder's spill and flush."""
+    from querylog.recorder import Recorder
+    from querylog.store import QueryLogTable
+
+    with Recorder(QueryLogTable(log_path), spill, capacity=200) as recorder:
+        for i, sql in enumerate(tpch.lineitem_queries(count, seed=seed)):
+            recorder.record_sql(sql, ts=now - timedelta(minutes=count - i))
+
+
+def _show(record: dict) -> None:  # type: ignore[type-arg]
+    _say(f"tick: {record['action'].upper()} - {record['reason']}")
+    job = record.get("job")
+    if job:
+        _say(
+            f"  job ({job['executor']}): {job['files_in']} files -> {job['files_out']} files, "
+            f"{human_bytes(job['bytes_in'])} -> {human_bytes(job['bytes_out'])}, committed v{job['version']}"
+        )
+    if record.get("features"):
+        _say(f"  features: Z={record['features']['z']} SOP={record['features']['sop']}")
+
+
 def run_demo(workdir: str, scale: float = 0.1, parts: int = 8, fresh: bool = True) -> int:
+    from optimizer.service.service import context, run_once
+    from optimizer.skipping.scan import plan_scan
+
     root = Path(workdir).resolve()
     if fresh and root.exists():
         shutil.rmtree(root)
@@ -42,14 +98,41 @@ def run_demo(workdir: str, scale: float = 0.1, parts: int = 8, fresh: bool = Tru
 
     _say(f"generating TPC-H lineitem at scale {scale} in {parts} increments with tpchgen-cli")
     part_files = tpch.generate("lineitem", scale, root / "tpch", parts=parts)
-
-    spark = build_session(SparkSettings(master="local[*]", shuffle_partitions=8, app_name="deltaopt-demo"))
+    table_path = root / "lineitem"
+    config = load_config(write_config(root, table_path))
+    spark = build_session(config.spark)
     _say(runtime_info(spark).describe())
-    table = open_table(str(root / "lineitem"))
-    initial = part_files[: max(parts // 2, 1)]
-    for part in initial:
+    table = open_table(str(table_path))
+    first, later = part_files[: max(parts // 2, 1)], part_files[max(parts // 2, 1) :]
+    for part in first:
         load_part(spark, table, part)
-    _say(f"created {table.uri} from {len(initial)} increments")
+    _say(f"loaded {len(first)} increments into {table_path} ({len(table.snapshot().files)} small files)")
+
+    now = datetime.now(UTC)
+    log_path = config.tables[0].query_log_path
+    record_workload(log_path, root / "spill", 300, seed=1, now=now)
+    _say(f"recorded 300 queries into the query log {log_path}")
+
+    ctx = context(config, spark=lambda: spark)
+    _show(run_once(ctx)[0])
+
+    for part in later:
+        load_part(spark, table, part)
+    record_workload(log_path, root / "spill", 100, seed=2, now=datetime.now(UTC))
+    _say(f"{len(later)} new increments and 100 new queries arrived")
+    _show(run_once(ctx)[0])
+    _show(run_once(ctx)[0])
+
     print(render(table_info(table)))
+    _say("what some workload queries read now:")
+    for sql in tpch.lineitem_queries(4, seed=3):
+        where = sql.split(" WHERE ", 1)[1]
+        plan = plan_scan(table, where)
+        _say(
+            f"  {plan.skipped_files}/{plan.total_files} files skipped, {human_bytes(plan.bytes_read)} of "
+            f"{human_bytes(plan.total_bytes)} read: {where[:90]}"
+        )
     _say(f"done in {time.monotonic() - started:.0f}s")
+    _say(f"decision log: {config.decision_log_path}")
+    _say(f"decisions table: {config.service.decisions_path}; try: deltaopt decisions --config {root / 'deltaopt.yaml'}")
     return 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from optimizer.config import SparkSettings
@@ -85,14 +86,17 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
     conf = dict(REQUIRED_CONF)
     if mode == "embedded":
         conf.update(EMBEDDED_CONF)
+        log4j = Path(__file__).with_name("log4j2.properties")
+        conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
         if settings.driver_memory:
             conf["spark.driver.memory"] = settings.driver_memory
     conf["spark.sql.shuffle.partitions"] = str(settings.shuffle_partitions)
     conf.update(settings.conf)
 
-    builder = SparkSession.builder.appName(settings.app_name)
+    # a fresh Builder: ``SparkSession.builder`` is shared by the process and keeps every option set on it
+    builder = SparkSession.Builder().appName(settings.app_name)
     if mode == "connect":
-        builder = builder.remote(settings.connect_url)
+        builder = builder.remote(settings.connect_url or "")
         # Static and JVM-level settings cannot be changed from a Connect client; session ones can.
         conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}
     else:

@@ -24,7 +24,7 @@ from enum import StrEnum
 
 from optimizer.analysis.correlation import sop_correlation_graph, z_correlation_graph
 from optimizer.analysis.sample import Evaluation
-from optimizer.analysis.traversal import traverse
+from optimizer.analysis.traversal import Traversal, traverse
 from optimizer.analysis.workload import Workload, sop_candidates, summarize
 from optimizer.config import Thresholds
 from optimizer.features import FeatureSet, SopFeature, ZFeature
@@ -173,33 +173,21 @@ def _choose_z(
     seconds["z_graph"] = time.perf_counter() - clock
     frequency = {e: workload.z[e].frequency for e in graph.nodes}
     walk = traverse(graph, frequency, thresholds.max_z_features, min_frequency)
-    chosen = list(walk.primary)
-    additional: list[str] = []
-    for expression in chosen:
-        report(
-            expression,
-            Role.Z,
-            f"chosen: {len(workload.z[expression].points)} comparison points, "
-            f"{workload.share(workload.z[expression].frequency):.0%} of scans",
-        )
-    for expression, (primary, index) in walk.correlated.items():
-        additional.append(str(expression))
-        report(
-            str(expression),
-            Role.Z_ADD,
-            f"correlated with {primary} (sort-index {index}); statistics only",
-            correlated_with=str(primary),
-            index=index,
-        )
-    for expression in walk.unvisited:
-        additional.append(str(expression))
-        infrequent = frequency[expression] < min_frequency
-        reason = (
-            f"infrequent (share < gamma={thresholds.min_sop_frequency}); statistics only"
-            if infrequent
-            else f"over the limit of {thresholds.max_z_features} Z features; statistics only"
-        )
-        report(str(expression), Role.Z_ADD, reason)
+    chosen, additional = _split(
+        walk,
+        frequency,
+        min_frequency,
+        thresholds,
+        "Z",
+        "sort-index",
+        Role.Z,
+        Role.Z_ADD,
+        report,
+        lambda e: (
+            f"chosen: {len(workload.z[e].points)} comparison points, "
+            f"{workload.share(workload.z[e].frequency):.0%} of scans"
+        ),
+    )
     for expression in sorted(constant):
         additional.append(expression)
         report(expression, Role.Z_ADD, "constant on the sample: clustering cannot narrow its ranges; statistics only")
@@ -250,33 +238,60 @@ def _choose_sop(
     )
     frequency = {p: candidates[p].frequency for p in graph.nodes}
     walk = traverse(graph, frequency, thresholds.max_sop_features, min_frequency)
-    chosen = list(walk.primary)
-    additional: list[str] = []
-    for predicate in chosen:
-        report(
-            predicate,
-            Role.SOP,
-            f"chosen: {workload.share(candidates[predicate].frequency):.0%} of scans, "
-            f"true on {bits[predicate].mean():.1%} of sampled rows",
-        )
-    for predicate, (primary, index) in walk.correlated.items():
-        additional.append(str(predicate))
-        report(
-            str(predicate),
-            Role.SOP_ADD,
-            f"correlated with {primary} (mean-square contingency {index}); statistics only",
-            correlated_with=str(primary),
-            index=index,
-        )
-    for predicate in walk.unvisited:
-        additional.append(str(predicate))
-        report(
-            str(predicate),
-            Role.SOP_ADD,
-            f"over the limit of {thresholds.max_sop_features} SOP features; statistics only",
-        )
+    chosen, additional = _split(
+        walk,
+        frequency,
+        min_frequency,
+        thresholds,
+        "SOP",
+        "mean-square contingency",
+        Role.SOP,
+        Role.SOP_ADD,
+        report,
+        lambda p: (
+            f"chosen: {workload.share(candidates[p].frequency):.0%} of scans, "
+            f"true on {bits[p].mean():.1%} of sampled rows"
+        ),
+    )
     for predicate in sorted(never):
         additional.append(predicate)
         report(predicate, Role.SOP_ADD, "false on every sampled row: no clustering needed; statistics only")
     weights = {p: round(candidates[p].frequency, 6) for p in chosen}
     return chosen, additional, weights, reports, evaluation.rows
+
+
+def _split(
+    walk: Traversal,
+    frequency: dict[str, float],
+    min_frequency: float,
+    thresholds: Thresholds,
+    kind: str,
+    measure: str,
+    primary: Role,
+    additional_role: Role,
+    report: Callable[..., None],
+    chosen_reason: Callable[[str], str],
+) -> tuple[list[str], list[str]]:
+    """Reports for a traversal: primaries are chosen; correlated and unvisited vertices keep statistics."""
+    limit = thresholds.max_z_features if kind == "Z" else thresholds.max_sop_features
+    chosen = [str(v) for v in walk.primary]
+    additional: list[str] = []
+    for vertex in chosen:
+        report(vertex, primary, chosen_reason(vertex))
+    for vertex, (correlated_with, index) in walk.correlated.items():
+        additional.append(str(vertex))
+        report(
+            str(vertex),
+            additional_role,
+            f"correlated with {correlated_with} ({measure} {index}); statistics only",
+            correlated_with=str(correlated_with),
+            index=index,
+        )
+    for vertex in walk.unvisited:
+        additional.append(str(vertex))
+        if frequency[vertex] < min_frequency:
+            reason = f"infrequent (share < gamma={thresholds.min_sop_frequency}); statistics only"
+        else:
+            reason = f"over the limit of {limit} {kind} features; statistics only"
+        report(str(vertex), additional_role, reason)
+    return chosen, additional

@@ -28,7 +28,7 @@ from optimizer.clustering.zorder import Dimension, dimensions_from_sample, zorde
 from optimizer.errors import ClusteringError
 from optimizer.features import FeatureSet
 from optimizer.skipping.collect import sop_vector, stats_spec
-from optimizer.skipping.extended import delete_index, to_json, unclustered_files, write_index
+from optimizer.skipping.extended import ExtendedStats, delete_index, to_json, unclustered_files, write_index
 from optimizer.spark_expr import expression_column
 from optimizer.table.access import DataFile, Snapshot, StagedFile
 from optimizer.table.stats import data_columns, stats_columns
@@ -160,6 +160,7 @@ def optimize(
     metadata: Mapping[str, Any] | None = None,
     progress: Progress = lambda _: None,
     order_ids: bool = True,
+    run_id: str | None = None,
 ) -> OptimizeResult:
     """Rewrite `files` (default: the files no deltaopt run clustered) with the combined layout.
 
@@ -174,7 +175,7 @@ def optimize(
     missing = [f.path for f in chosen if f.path not in active]
     if missing:
         raise ClusteringError(f"files are not active at version {snapshot.version}: {missing[:3]}")
-    run_id = uuid.uuid4().hex[:16]
+    run_id = run_id or uuid.uuid4().hex[:16]
     bytes_in = sum(f.size for f in chosen)
     if not chosen:
         return OptimizeResult(run_id, None, 0, 0, 0, 0, 0, 0, 0, (), features.as_dict(), {})
@@ -197,18 +198,22 @@ def optimize(
     xx, mm = _fingerprint_columns(stored.names)
     extra = {**spec.aggregates(), "__xx": _sum(xx), "__mm": _sum(mm)}
     rows_by_path: dict[str, Mapping[str, Any]] = {}
+    extended_by_path: dict[str, ExtendedStats] = {}
 
     def extended(path: str, row: Mapping[str, Any]) -> Mapping[str, Any]:
         rows_by_path[path] = row
-        return to_json(spec.extended(row, run_id))
+        extended_by_path[path] = spec.extended(row, run_id)
+        return to_json(extended_by_path[path])
 
     staged = table.stage(spark, layout.frame, snapshot, "optimize", extra, extended)
     seconds["write"] = time.perf_counter() - clock
     progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
-    _verify(table, staged, rows_by_path, layout.fingerprints, snapshot.partition_columns)
-
-    index = {f.path: (f.size, spec.extended(rows_by_path[f.path], run_id)) for f in staged}
-    write_index(table, run_id, index)
+    try:
+        _verify(staged, rows_by_path, layout.fingerprints, snapshot.partition_columns)
+        write_index(table, run_id, {f.path: (f.size, extended_by_path[f.path]) for f in staged})
+    except Exception:
+        table.discard(staged)
+        raise
     commit_metadata = {
         "operation": "OPTIMIZE",
         "runId": run_id,
@@ -252,7 +257,6 @@ def _sum(column: Column) -> Column:
 
 
 def _verify(
-    table: DeltaRsTable,
     staged: Sequence[StagedFile],
     rows: Mapping[str, Mapping[str, Any]],
     expected: Mapping[tuple[Any, ...], tuple[int, int, int]],
@@ -269,7 +273,6 @@ def _verify(
         total[2] += int(row["__mm"] or 0)
     expected_norm = {k: list(v) for k, v in expected.items()}
     if written != expected_norm:
-        table._delete(staged)
         raise ClusteringError(
             f"written rows differ from the input (expected {_summary(expected_norm)}, wrote {_summary(written)}); "
             "nothing was committed"

@@ -24,7 +24,7 @@ from typing import Any
 from sqlglot import exp
 
 from optimizer.skipping.values import NULL, Unknown, constant, literal_family
-from querylog.predicates.normalize import sql
+from querylog.predicates.tree import rendered
 
 OPS = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 
@@ -52,7 +52,7 @@ class ValueSet:
         return not (self.high is not None and (value > self.high or (self.high_open and value == self.high)))
 
 
-def value_set(node: exp.Expression) -> ValueSet | None:
+def value_set(node: exp.Expr) -> ValueSet | None:
     """The accepted values of an atomic conjunct on one non-constant expression, or None."""
     node = node.unnest()
     try:
@@ -63,7 +63,7 @@ def value_set(node: exp.Expression) -> ValueSet | None:
             if value is NULL:
                 return None
             op = OPS[type(node)]
-            expression = sql(node.this)
+            expression = rendered(node.this)
             if op == "=":
                 return ValueSet(expression, kind, frozenset([value]))
             if op in ("<", "<="):
@@ -75,11 +75,11 @@ def value_set(node: exp.Expression) -> ValueSet | None:
                 return None
             kind = kinds.pop()
             values = [constant(v, kind) for v in node.expressions]
-            return ValueSet(sql(node.this), kind, frozenset(v for v in values if v is not NULL))
+            return ValueSet(rendered(node.this), kind, frozenset(v for v in values if v is not NULL))
         if isinstance(node, exp.StartsWith):
             prefix = node.expression.unnest()
             if isinstance(prefix, exp.Literal) and prefix.is_string:
-                return ValueSet(sql(node.this), "string", prefix=prefix.this)
+                return ValueSet(rendered(node.this), "string", prefix=prefix.this)
     except (Unknown, TypeError):
         return None
     return None
@@ -106,10 +106,10 @@ def _subset(q: ValueSet, f: ValueSet) -> bool:
         return False
 
 
-def implies(q: exp.Expression, f: exp.Expression) -> bool:
+def implies(q: exp.Expr, f: exp.Expr) -> bool:
     """True only when every row satisfying `q` satisfies `f`."""
     q, f = q.unnest(), f.unnest()
-    if sql(q) == sql(f):
+    if rendered(q) == rendered(f):
         return True
     if isinstance(f, exp.Or):
         return any(implies(q, part) for part in f.flatten())
@@ -119,5 +119,12 @@ def implies(q: exp.Expression, f: exp.Expression) -> bool:
         return all(implies(part, f) for part in q.flatten())
     if isinstance(f, exp.And):
         return all(implies(q, part) for part in f.flatten())
-    qs, fs = value_set(q), value_set(f)
+    qs, fs = _value_set(q), _value_set(f)
     return qs is not None and fs is not None and _subset(qs, fs)
+
+
+def _value_set(node: exp.Expr) -> ValueSet | None:
+    """`value_set`, cached on the node (pruning asks once per file)."""
+    if "deltaopt.value_set" not in node.meta:
+        node.meta["deltaopt.value_set"] = value_set(node)
+    return node.meta["deltaopt.value_set"]

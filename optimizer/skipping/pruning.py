@@ -29,7 +29,7 @@ from optimizer.skipping.implication import implies
 from optimizer.skipping.values import NULL, Unknown, constant
 from querylog.predicates.normalize import SAFE_PASSES, normalize_conjuncts, parse_canonical, sql
 from querylog.predicates.parse import parse_condition
-from querylog.predicates.tree import column_path, is_constant
+from querylog.predicates.tree import column_path, is_constant, rendered
 
 MAYBE = (True, True)
 NEVER = (False, False)  # e.g. a comparison in a file where the value is always NULL
@@ -40,7 +40,7 @@ FLIP = {exp.LT: exp.GT, exp.LTE: exp.GTE, exp.GT: exp.LT, exp.GTE: exp.LTE, exp.
 class Predicate:
     """A query predicate prepared for pruning: its canonical conjuncts."""
 
-    conjuncts: tuple[exp.Expression, ...]
+    conjuncts: tuple[exp.Expr, ...]
 
     @property
     def sql(self) -> str:
@@ -64,7 +64,7 @@ def prune(predicate: Predicate, files: Iterable[FileStats]) -> list[FileStats]:
     return [f for f in files if might_match(predicate, f)]
 
 
-def _evaluate(node: exp.Expression, stats: FileStats) -> tuple[bool, bool]:
+def _evaluate(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
     node = node.unnest()
     if isinstance(node, exp.And):
         parts = [_evaluate(p, stats) for p in node.flatten()]
@@ -82,35 +82,43 @@ def _evaluate(node: exp.Expression, stats: FileStats) -> tuple[bool, bool]:
     return result
 
 
-def _excluded_by_sop(node: exp.Expression, stats: FileStats) -> bool:
+def _excluded_by_sop(node: exp.Expr, stats: FileStats) -> bool:
     """Some feature with bit 0 in this file is implied by `node`."""
     if not stats.sop:
         return False
-    text = sql(node)
+    text = rendered(node)
     if stats.sop.get(text) is False:
         return True
-    return any(not bit and implies(node, _feature(f)) for f, bit in stats.sop.items())
+    implied: dict[str, bool] = node.meta.setdefault("deltaopt.implies", {})  # per query node and feature
+    for feature, bit in stats.sop.items():
+        if bit:
+            continue
+        if feature not in implied:
+            implied[feature] = implies(node, _feature(feature))
+        if implied[feature]:
+            return True
+    return False
 
 
 @lru_cache(maxsize=4096)
-def _feature(text: str) -> exp.Expression:
+def _feature(text: str) -> exp.Expr:
     return parse_canonical(text)
 
 
-def _bounds(expression: exp.Expression, stats: FileStats) -> Bounds | None:
+def _bounds(expression: exp.Expr, stats: FileStats) -> Bounds | None:
     """Bounds of a plain (or struct) column from Delta statistics, else of an expression from the
     extended statistics."""
     path = column_path(expression)
     if path is not None and ".".join(path) in stats.columns:
         return stats.columns[".".join(path)]
-    return stats.expressions.get(sql(expression))
+    return stats.expressions.get(rendered(expression))
 
 
 def _all_null(bounds: Bounds, rows: int | None) -> bool:
     return rows is not None and bounds.nulls is not None and bounds.nulls >= rows
 
 
-def _leaf(node: exp.Expression, stats: FileStats) -> tuple[bool, bool]:
+def _leaf(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
     try:
         if isinstance(node, exp.Boolean):
             return (True, False) if node.this else (False, True)
@@ -127,12 +135,22 @@ def _leaf(node: exp.Expression, stats: FileStats) -> tuple[bool, bool]:
     return MAYBE
 
 
-def _comparison(node: exp.Expression, stats: FileStats) -> tuple[bool, bool]:
-    left, right, kind = node.this, node.expression, type(node)
-    if is_constant(left) and not is_constant(right):
-        left, right, kind = right, left, FLIP[kind]
-    if not is_constant(right):
+def _oriented(node: exp.Expr) -> tuple[exp.Expr, type[exp.Expr], exp.Expr] | None:
+    """(expression, comparison, constant) with the constant on the right; None without a constant side.
+    Cached on the node: it depends on the query only, not on the file."""
+    if "deltaopt.oriented" not in node.meta:
+        left, right, kind = node.this, node.expression, type(node)
+        if is_constant(left) and not is_constant(right):
+            left, right, kind = right, left, FLIP[kind]
+        node.meta["deltaopt.oriented"] = (left, kind, right) if is_constant(right) else None
+    return node.meta["deltaopt.oriented"]
+
+
+def _comparison(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
+    oriented = _oriented(node)
+    if oriented is None:
         return MAYBE
+    left, kind, right = oriented
     bounds = _bounds(left, stats)
     if bounds is None:
         return MAYBE
@@ -142,7 +160,7 @@ def _comparison(node: exp.Expression, stats: FileStats) -> tuple[bool, bool]:
     return _compare(kind, bounds, value)
 
 
-def _compare(kind: type[exp.Expression], b: Bounds, v: Any) -> tuple[bool, bool]:
+def _compare(kind: type[exp.Expr], b: Bounds, v: Any) -> tuple[bool, bool]:
     low, high, nan = b.low, b.high, b.nan_possible
     below = low is None or low < v  # some value may be < v
     at_or_below = low is None or low <= v
@@ -163,7 +181,7 @@ def _compare(kind: type[exp.Expression], b: Bounds, v: Any) -> tuple[bool, bool]
     return not pinned, in_range  # NEQ
 
 
-def _is_null(target: exp.Expression, stats: FileStats) -> tuple[bool, bool]:
+def _is_null(target: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
     bounds = _bounds(target, stats)
     if bounds is None or bounds.nulls is None or stats.rows is None:
         return MAYBE

@@ -45,7 +45,7 @@ def family(type_name: str | None) -> str:
     return name if name in ("string", "date", "timestamp", "timestamp_ntz", "boolean") else "other"
 
 
-def literal_family(node: exp.Expression) -> str:
+def literal_family(node: exp.Expr) -> str:
     """The family a constant has on its own (used when no column type is known)."""
     node = node.unnest()
     if isinstance(node, exp.Neg):
@@ -81,13 +81,27 @@ def parse_timestamp(text: str, with_zone: bool) -> dt.datetime:
     return value
 
 
-def constant(node: exp.Expression, target: str) -> Any:
-    """`node` (a constant expression) as a value of family `target`. Raises `Unknown`."""
+def constant(node: exp.Expr, target: str) -> Any:
+    """`node` (a constant expression) as a value of family `target`. Raises `Unknown`. Cached on the
+    node per family: pruning converts the same constant for every file."""
+    key = f"deltaopt.constant.{target}"
+    if key not in node.meta:
+        try:
+            node.meta[key] = (_constant(node, target), None)
+        except Unknown as err:
+            node.meta[key] = (None, err)
+    value, error = node.meta[key]
+    if error is not None:
+        raise error
+    return value
+
+
+def _constant(node: exp.Expr, target: str) -> Any:
     node = node.unnest()
     if isinstance(node, exp.Null):
         return NULL
     if isinstance(node, exp.Neg):
-        value = constant(node.this, target)
+        value = _constant(node.this, target)
         if isinstance(value, Decimal):
             return -value
         raise Unknown("negation of a non-number")

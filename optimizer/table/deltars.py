@@ -163,16 +163,18 @@ class DeltaRsTable:
         schema = snapshot.spark_schema()
         _check_schema(df.schema, schema, self.uri)
         directory = f"{purpose}-{uuid.uuid4().hex[:16]}"
-        writer = df.select(*[f"`{n}`" for n in schema.names]).write.mode("errorifexists")
+        writer = df.select(*[f"`{n}`" for n in schema.names]).write.mode("error")  # Connect knows this spelling
         if snapshot.partition_columns:
             writer = writer.partitionBy(*snapshot.partition_columns)
-        writer.parquet(self.spark_uri(directory))
-        listed = self._list_parquet(directory)
-        if not listed:
-            return []
-        stored = data_columns(schema, snapshot.partition_columns)
-        columns = stats_columns(stored, snapshot.configuration)
-        rows = collect_file_stats(spark, [self.spark_uri(p) for p in listed], stored, columns, extra_aggregates)
+        try:
+            writer.parquet(self.spark_uri(directory))
+            listed = self._list_parquet(directory)
+            stored = data_columns(schema, snapshot.partition_columns)
+            columns = stats_columns(stored, snapshot.configuration)
+            rows = collect_file_stats(spark, [self.spark_uri(p) for p in listed], stored, columns, extra_aggregates)
+        except Exception:
+            self._remove_directory(directory)  # nothing references what this attempt wrote
+            raise
         staged = []
         for path, size in listed.items():
             row = _row_for(path, rows)
@@ -217,7 +219,7 @@ class DeltaRsTable:
                 commit_properties=CommitProperties(custom_metadata=_custom(metadata)),
             )
         except (DeltaError, OSError, ValueError) as err:
-            self._delete(staged)
+            self.discard(staged)
             raise errors.TableAccessError(f"cannot create Delta table at {self.uri}: {err}") from err
         return self.snapshot()
 
@@ -267,7 +269,7 @@ class DeltaRsTable:
             active = {f.path: f for f in _data_files(table)}
             gone = [f.path for f in remove if f.path not in active or active[f.path].size != f.size]
             if gone:
-                self._delete(add)
+                self.discard(add)
                 if version == read_version:
                     raise errors.RewriteValidationError(
                         f"files to remove are not active in {self.uri} at version {read_version}: {gone[:5]}"
@@ -300,10 +302,10 @@ class DeltaRsTable:
                 version = latest
                 continue
             except (DeltaError, OSError, ValueError) as err:
-                self._delete(add)
+                self.discard(add)
                 raise errors.TableAccessError(f"rewrite of {self.uri} failed: {err}") from err
             return version + 1
-        self._delete(add)
+        self.discard(add)
         raise errors.CommitConflictError(
             f"{self.uri} kept changing: gave up after {REWRITE_ATTEMPTS} attempts; nothing was committed"
         )
@@ -336,7 +338,14 @@ class DeltaRsTable:
                     f"file to add changed size: {f.path} is {info.size} bytes, staged as {f.size}"
                 )
 
-    def _delete(self, staged: Sequence[StagedFile]) -> None:
+    def _remove_directory(self, directory: str) -> None:
+        fs, root = self.filesystem()
+        try:
+            fs.delete_dir(f"{root}/{directory}")
+        except (FileNotFoundError, OSError) as err:
+            log.warning("could not remove uncommitted directory %s: %s", directory, err)
+
+    def discard(self, staged: Sequence[StagedFile]) -> None:
         """Best-effort removal of files no commit references (they were staged by this process)."""
         fs, root = self.filesystem()
         for f in staged:

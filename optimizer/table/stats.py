@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import StructType
 
 STRING_PREFIX = 32
 DEFAULT_INDEXED_COLUMNS = 32
@@ -102,6 +102,21 @@ def _minmax_input(column: StatsColumn) -> Column:
     return ref
 
 
+def file_stat_aggregates(columns: Sequence[StatsColumn], extra: Mapping[str, Column] | None = None) -> list[Column]:
+    """Per-file aggregates: ``__rows`` and, per stats column i, ``min_i``/``max_i``/``nulls_i``, then
+    every `extra` aggregate under its own name (one row per file feeds `delta_stats_json`)."""
+    from pyspark.sql import functions as F
+
+    aggregates: list[Column] = [F.count(F.lit(1)).alias("__rows")]
+    for i, column in enumerate(columns):
+        ref = _column_ref(column.path)
+        aggregates.append((F.count(F.lit(1)) - F.count(ref)).alias(f"nulls_{i}"))
+        if column.minmax:
+            value = _minmax_input(column)
+            aggregates += [F.min(value).alias(f"min_{i}"), F.max(value).alias(f"max_{i}")]
+    return aggregates + [aggregate.alias(name) for name, aggregate in (extra or {}).items()]
+
+
 def collect_file_stats(
     spark: SparkSession,
     file_uris: Sequence[str],
@@ -116,15 +131,7 @@ def collect_file_stats(
 
     if not file_uris:
         return {}
-    aggregates: list[Column] = [F.count(F.lit(1)).alias("__rows")]
-    for i, column in enumerate(columns):
-        ref = _column_ref(column.path)
-        aggregates.append((F.count(F.lit(1)) - F.count(ref)).alias(f"nulls_{i}"))
-        if column.minmax:
-            value = _minmax_input(column)
-            aggregates += [F.min(value).alias(f"min_{i}"), F.max(value).alias(f"max_{i}")]
-    for name, aggregate in (extra or {}).items():
-        aggregates.append(aggregate.alias(name))
+    aggregates = file_stat_aggregates(columns, extra)
     frame = (
         spark.read.schema(data_schema)
         .parquet(*file_uris)
@@ -235,5 +242,46 @@ def data_columns(schema: StructType, partition_columns: Iterable[str]) -> Struct
     return StructType([f for f in schema.fields if f.name not in skip])
 
 
-def spark_type_name(dtype: DataType) -> str:
-    return dtype.simpleString()
+def decode_stats(
+    stats_json: str, columns: Sequence[StatsColumn]
+) -> tuple[int, dict[str, Any], dict[str, Any], dict[str, int]]:
+    """(numRecords, min, max, null counts) of a stats JSON with values typed as delta-rs returns them
+    (dates as `date`, timestamps as UTC `datetime`, decimals as `Decimal`), keyed by dotted column path.
+    Used for statistics that never went through a log (the estimator's virtual files)."""
+    document = json.loads(stats_json, parse_float=Decimal)
+
+    def lookup(tree: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+        for part in path:
+            if not isinstance(tree, Mapping) or part not in tree:
+                return None
+            tree = tree[part]
+        return tree
+
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for column in columns:
+        for target, source in ((mins, document.get("minValues", {})), (maxs, document.get("maxValues", {}))):
+            value = lookup(source, column.path)
+            if value is not None:
+                target[column.name] = _decode_value(column.type_name, value)
+        count = lookup(document.get("nullCount", {}), column.path)
+        if count is not None:
+            nulls[column.name] = int(count)
+    return int(document["numRecords"]), mins, maxs, nulls
+
+
+def _decode_value(type_name: str, value: Any) -> Any:
+    if type_name in ("float", "double"):
+        return float(value)
+    if type_name == "date":
+        return dt.date.fromisoformat(value)
+    if type_name == "timestamp":
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if type_name == "timestamp_ntz":
+        return dt.datetime.fromisoformat(value)
+    if type_name.startswith("decimal"):
+        return Decimal(value)
+    if type_name in ("tinyint", "smallint", "int", "bigint"):
+        return int(value)
+    return value

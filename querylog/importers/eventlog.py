@@ -98,7 +98,7 @@ def scan_filters_from_plan(node: Mapping[str, Any]) -> tuple[list[str], list[str
     """(filters as SQL, columns) of one scan node. Raises `PredicateError` when unreadable."""
     metadata = node["metadata"]
     schema = parse_read_schema(metadata["ReadSchema"])
-    predicates: list[exp.Expression] = []
+    predicates: list[exp.Expr] = []
     for text in split_filter_list(metadata.get("PushedFilters", "[]")):
         predicates.append(parse_pushed_filter(text, schema))
     for text in split_filter_list(metadata.get("DataFilters", "[]")):
@@ -109,7 +109,7 @@ def scan_filters_from_plan(node: Mapping[str, Any]) -> tuple[list[str], list[str
     return sorted({c for p in kept for c in canonical_conjuncts(p)}), sorted(schema)
 
 
-def _is_not_null(predicate: exp.Expression) -> bool:
+def _is_not_null(predicate: exp.Expr) -> bool:
     return (
         isinstance(predicate, exp.Not)
         and isinstance(predicate.this, exp.Is)

@@ -23,7 +23,7 @@ from sqlglot import exp
 from querylog.errors import PredicateError
 from querylog.predicates.parse import parse_condition
 
-COMPARISONS: dict[str, type[exp.Expression]] = {
+COMPARISONS: dict[str, type[exp.Expr]] = {
     "EqualTo": exp.EQ,
     "EqualNullSafe": exp.NullSafeEQ,
     "GreaterThan": exp.GT,
@@ -68,7 +68,7 @@ def _split_top(text: str, separator: str, opening: str = "([", closing: str = ")
     return [p for p in (p.strip() for p in parts) if p]
 
 
-def _literal(value: str, kind: str) -> exp.Expression:
+def _literal(value: str, kind: str) -> exp.Expr:
     if value == "null":
         return exp.Null()
     if kind == "string":
@@ -94,7 +94,7 @@ def _literal(value: str, kind: str) -> exp.Expression:
     raise PredicateError(f"values of type {kind} are not read from pushed filters")
 
 
-def _column(name: str, schema: dict[str, str]) -> tuple[exp.Expression, str]:
+def _column(name: str, schema: dict[str, str]) -> tuple[exp.Expr, str]:
     path = name.strip().strip("`")
     root = path.split(".")[0].lower()
     if path.lower() not in schema and root not in schema:
@@ -104,7 +104,7 @@ def _column(name: str, schema: dict[str, str]) -> tuple[exp.Expression, str]:
     )
 
 
-def parse_pushed_filter(text: str, schema: dict[str, str]) -> exp.Expression:
+def parse_pushed_filter(text: str, schema: dict[str, str]) -> exp.Expr:
     """One data-source filter, e.g. ``GreaterThan(l_quantity,45.00)``, as a sqlglot predicate."""
     match = re.fullmatch(r"\s*(\w+)\((.*)\)\s*", text, re.S)
     if not match:
@@ -161,7 +161,7 @@ def split_filter_list(text: str) -> list[str]:
     return _split_top(text[1:-1], ",")
 
 
-def parse_data_filter(text: str, schema: dict[str, str]) -> exp.Expression | None:
+def parse_data_filter(text: str, schema: dict[str, str]) -> exp.Expr | None:
     """A Catalyst data filter when it is a numeric comparison of a function of one known column, else
     None. ``(month(l_shipdate#50) = 12)`` -> ``MONTH(l_shipdate) = 12``."""
     cleaned = re.sub(r"#\d+L?\b", "", text)

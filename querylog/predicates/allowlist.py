@@ -235,7 +235,7 @@ ALLOWED_ANONYMOUS: frozenset[str] = frozenset(
 )
 
 
-def unsafe_parts(expression: exp.Expression) -> list[str]:
+def unsafe_parts(expression: exp.Expr) -> list[str]:
     """Names of the constructs in `expression` that are not on the allow-list (empty: evaluable)."""
     found: list[str] = []
     for node in expression.walk():
@@ -248,18 +248,18 @@ def unsafe_parts(expression: exp.Expression) -> list[str]:
     return sorted(set(found))
 
 
-def check_evaluable(expression: exp.Expression) -> None:
+def check_evaluable(expression: exp.Expr) -> None:
     """Raise `UnsafeExpressionError` unless every construct of `expression` is allowed."""
     bad = unsafe_parts(expression)
     if bad:
         raise UnsafeExpressionError(f"not on the evaluation allow-list: {', '.join(bad)}")
 
 
-def is_evaluable(expression: exp.Expression) -> bool:
+def is_evaluable(expression: exp.Expr) -> bool:
     return not unsafe_parts(expression)
 
 
-def _describe(node: exp.Expression) -> str:
+def _describe(node: exp.Expr) -> str:
     if isinstance(node, exp.Func):
         return f"{node.sql_name().lower()}()"
     return type(node).__name__

@@ -62,7 +62,7 @@ def table_identity(table: exp.Table) -> str:
     return ".".join(p.lower() for p in (table.catalog, table.db, table.name) if p)
 
 
-def inline_ctes(expression: exp.Expression) -> exp.Expression:
+def inline_ctes(expression: exp.Expr) -> exp.Expr:
     """Replace references to non-recursive CTEs by the CTE's query, aliased as the reference was."""
     for with_ in list(expression.find_all(exp.With)):
         if with_.args.get("recursive"):
@@ -115,7 +115,7 @@ def _base_tables(scope: Scope) -> dict[str, exp.Table]:
     return {alias: source for alias, source in scope.sources.items() if isinstance(source, exp.Table)}
 
 
-def _aliases(expression: exp.Expression) -> set[str] | None:
+def _aliases(expression: exp.Expr) -> set[str] | None:
     """Table aliases a conjunct reads; None when some column is unqualified."""
     aliases = set()
     for column in expression.find_all(exp.Column):
@@ -125,13 +125,13 @@ def _aliases(expression: exp.Expression) -> set[str] | None:
     return aliases
 
 
-def _has_subquery(expression: exp.Expression) -> bool:
+def _has_subquery(expression: exp.Expr) -> bool:
     return any(
         isinstance(n, exp.Subquery | exp.Select | exp.Exists) for n in expression.walk() if n is not expression
     ) or isinstance(expression, exp.Exists)
 
 
-def _null_tolerant(expression: exp.Expression) -> bool:
+def _null_tolerant(expression: exp.Expr) -> bool:
     return any(isinstance(n, NULL_TOLERANT) for n in expression.walk()) or any(
         isinstance(n, exp.Anonymous) and n.name.lower() in ("isnull", "nvl2") for n in expression.walk()
     )
@@ -144,8 +144,8 @@ def _scope_scans(scope: Scope, identity: Identity) -> tuple[list[TableScan], int
     tables = _base_tables(scope)
     order = [select.args["from"].this.alias_or_name] if select.args.get("from") else []
     null_supplying: set[str] = set()
-    filters: dict[str, list[exp.Expression]] = {alias: [] for alias in tables}
-    pool: list[exp.Expression] = []  # WHERE and inner-join ON conjuncts
+    filters: dict[str, list[exp.Expr]] = {alias: [] for alias in tables}
+    pool: list[exp.Expr] = []  # WHERE and inner-join ON conjuncts
     for join in select.args.get("joins") or []:
         alias = join.this.alias_or_name
         side = (join.side or "").upper()
@@ -204,7 +204,7 @@ def _scope_scans(scope: Scope, identity: Identity) -> tuple[list[TableScan], int
     return scans, joins, lost
 
 
-def _implied_filter(conjunct: exp.Expression, alias: str) -> exp.Expression | None:
+def _implied_filter(conjunct: exp.Expr, alias: str) -> exp.Expr | None:
     """For an OR of ANDs over several tables, the OR of each branch's conjuncts on `alias` alone."""
     conjunct = conjunct.unnest()
     if not isinstance(conjunct, exp.Or):

@@ -23,7 +23,7 @@ from querylog.predicates.tree import is_constant
 
 _TOKENIZER = Dialect.get_or_raise(DIALECT).tokenizer_class()
 
-Z_OPERATORS: dict[type[exp.Expression], str] = {
+Z_OPERATORS: dict[type[exp.Expr], str] = {
     exp.EQ: "=",
     exp.LT: "<",
     exp.LTE: "<=",
@@ -55,7 +55,7 @@ class Conjunct:
         return self.z is not None
 
 
-def column_names(expression: exp.Expression) -> tuple[str, ...]:
+def column_names(expression: exp.Expr) -> tuple[str, ...]:
     """Top-level columns an expression reads (a struct field counts as its root column)."""
     names = set()
     for column in expression.find_all(exp.Column):
@@ -63,7 +63,7 @@ def column_names(expression: exp.Expression) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def z_shape(expression: exp.Expression) -> ZShape | None:
+def z_shape(expression: exp.Expr) -> ZShape | None:
     if isinstance(expression, exp.StartsWith):
         left, right, op = expression.this, expression.expression, "startswith"
     elif type(expression) in Z_OPERATORS:
@@ -78,7 +78,7 @@ def z_shape(expression: exp.Expression) -> ZShape | None:
     return ZShape(expression=sql(left), op=op, literal=sql(right), column=columns[0])
 
 
-def classify(expression: exp.Expression) -> Conjunct:
+def classify(expression: exp.Expr) -> Conjunct:
     """Classify a canonical conjunct (output of `normalize.normalize_conjuncts`)."""
     return Conjunct(sql=sql(expression), columns=column_names(expression), z=z_shape(expression))
 

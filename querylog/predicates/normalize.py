@@ -37,9 +37,9 @@ from sqlglot.optimizer.simplify import simplify
 from querylog.predicates.parse import DIALECT, parse_condition
 from querylog.predicates.tree import is_constant
 
-Pass = Callable[[exp.Expression], exp.Expression]
+Pass = Callable[[exp.Expr], exp.Expr]
 
-FLIPPED: dict[type[exp.Expression], type[exp.Expression]] = {
+FLIPPED: dict[type[exp.Expr], type[exp.Expr]] = {
     exp.LT: exp.GT,
     exp.LTE: exp.GTE,
     exp.GT: exp.LT,
@@ -51,24 +51,24 @@ COMPARISONS = tuple(FLIPPED)
 LIKE_WILDCARDS = ("%", "_", "\\")
 
 
-def sql(expression: exp.Expression) -> str:
+def sql(expression: exp.Expr) -> str:
     """The canonical text of a normalised expression."""
     return expression.sql(dialect=DIALECT)
 
 
-def unqualify(expression: exp.Expression, qualifiers: Iterable[str] = ()) -> exp.Expression:
+def unqualify(expression: exp.Expr, qualifiers: Iterable[str] = ()) -> exp.Expr:
     """Drop table qualifiers; a qualifier that is not one of `qualifiers` is a struct column instead
     (``s.a`` on a table without an ``s`` alias reads field ``a`` of column ``s``)."""
     known = {q.lower() for q in qualifiers}
 
-    def rewrite(node: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Column) or not node.table:
             return node
         parts = [p for p in (node.args.get("catalog"), node.args.get("db"), node.args.get("table")) if p]
         names = [p.name for p in parts]
         if names and names[-1].lower() in known:
             return exp.column(node.this.copy())
-        root: exp.Expression = exp.column(parts[0].copy())
+        root: exp.Expr = exp.column(parts[0].copy())
         for part in [*parts[1:], node.this]:
             root = exp.Dot(this=root, expression=part.copy())
         return root
@@ -79,11 +79,11 @@ def unqualify(expression: exp.Expression, qualifiers: Iterable[str] = ()) -> exp
 NEGATABLE = (exp.Like, exp.ILike, exp.Is)
 
 
-def explicit_negation(expression: exp.Expression) -> exp.Expression:
+def explicit_negation(expression: exp.Expr) -> exp.Expr:
     """sqlglot parses ``x NOT LIKE p`` as ``Like(negate=True)``; make it ``NOT (x LIKE p)`` so no later
     pass (or the pruning code) can miss the negation."""
 
-    def rewrite(node: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, NEGATABLE) and node.args.get("negate"):
             plain = node.copy()
             plain.set("negate", None)
@@ -93,7 +93,7 @@ def explicit_negation(expression: exp.Expression) -> exp.Expression:
     return expression.transform(rewrite, copy=False)
 
 
-COMPLEMENT: dict[type[exp.Expression], type[exp.Expression]] = {
+COMPLEMENT: dict[type[exp.Expr], type[exp.Expr]] = {
     exp.LT: exp.GTE,
     exp.LTE: exp.GT,
     exp.GT: exp.LTE,
@@ -103,12 +103,12 @@ COMPLEMENT: dict[type[exp.Expression], type[exp.Expression]] = {
 }
 
 
-def push_negations(expression: exp.Expression) -> exp.Expression:
+def push_negations(expression: exp.Expr) -> exp.Expr:
     """NOT moved down to the leaves: De Morgan over AND/OR, complemented comparisons, BETWEEN as two
     ranges. Each step is an equivalence in SQL's three-valued logic, and with Spark's NaN (NaN is above
     every number, so ``NOT x < 5`` and ``x >= 5`` agree for NaN too)."""
 
-    def push(node: exp.Expression, negate: bool) -> exp.Expression:
+    def push(node: exp.Expr, negate: bool) -> exp.Expr:
         node = node.unnest()
         if isinstance(node, exp.Not):
             return push(node.this, not negate)
@@ -137,8 +137,8 @@ def push_negations(expression: exp.Expression) -> exp.Expression:
     return push(expression, False)
 
 
-def remove_double_negation(expression: exp.Expression) -> exp.Expression:
-    def rewrite(node: exp.Expression) -> exp.Expression:
+def remove_double_negation(expression: exp.Expr) -> exp.Expr:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         while isinstance(node, exp.Not) and isinstance(node.this.unnest(), exp.Not):
             node = node.this.unnest().this.unnest()
         return node
@@ -150,11 +150,11 @@ PREDICATES = (*COMPARISONS, exp.In, exp.Between, exp.Like, exp.ILike, exp.Is, ex
 ATOMS = (exp.Column, exp.Literal, exp.Dot, exp.Bracket, exp.Func, exp.Cast, exp.Boolean, exp.Null)
 
 
-def remove_redundant_parens(expression: exp.Expression) -> exp.Expression:
+def remove_redundant_parens(expression: exp.Expr) -> exp.Expr:
     """Parentheses around an atom, or around arithmetic directly inside a comparison (which binds more
     loosely than any arithmetic), carry no meaning: ``(x * 2) < 4`` is ``x * 2 < 4``."""
 
-    def rewrite(node: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Paren):
             return node
         inner = node.this
@@ -167,15 +167,15 @@ def remove_redundant_parens(expression: exp.Expression) -> exp.Expression:
     return expression.transform(rewrite, copy=False)
 
 
-def lower_identifiers(expression: exp.Expression) -> exp.Expression:
+def lower_identifiers(expression: exp.Expr) -> exp.Expr:
     return normalize_identifiers(expression, dialect=DIALECT)
 
 
-def simplify_pass(expression: exp.Expression) -> exp.Expression:
+def simplify_pass(expression: exp.Expr) -> exp.Expr:
     return simplify(expression, dialect=DIALECT)
 
 
-def _positive(node: exp.Expression) -> bool:
+def _positive(node: exp.Expr) -> bool:
     """No NOT above `node`: only its TRUE rows matter there, not whether it is FALSE or NULL."""
     parent = node.parent
     while parent is not None:
@@ -185,11 +185,11 @@ def _positive(node: exp.Expression) -> bool:
     return True
 
 
-def null_safe_equality(expression: exp.Expression) -> exp.Expression:
+def null_safe_equality(expression: exp.Expr) -> exp.Expr:
     """``x <=> c`` is TRUE exactly where ``x = c`` is (c not NULL), but FALSE where the other is NULL, so
     they differ under NOT: rewritten only where no NOT is above."""
 
-    def rewrite(node: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.NullSafeEQ) and is_constant(node.expression) and _positive(node):
             if isinstance(node.expression, exp.Null):
                 return exp.Is(this=node.this, expression=exp.Null())
@@ -199,7 +199,7 @@ def null_safe_equality(expression: exp.Expression) -> exp.Expression:
     return expression.transform(rewrite, copy=False)
 
 
-def _in_members(node: exp.Expression) -> tuple[exp.Expression, list[exp.Expression]] | None:
+def _in_members(node: exp.Expr) -> tuple[exp.Expr, list[exp.Expr]] | None:
     """(expression, constants) when `node` is ``e = c`` or ``e IN (c, ...)`` with constants only."""
     if isinstance(node, exp.EQ) and is_constant(node.expression) and not is_constant(node.this):
         return node.this, [node.expression]
@@ -214,10 +214,10 @@ def _in_members(node: exp.Expression) -> tuple[exp.Expression, list[exp.Expressi
     return None
 
 
-def equalities_to_in(expression: exp.Expression) -> exp.Expression:
+def equalities_to_in(expression: exp.Expr) -> exp.Expr:
     """``x = a OR x = b`` -> ``x IN (a, b)``; IN lists deduplicated and sorted; one element -> ``=``."""
 
-    def rewrite(node: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Or):
             disjuncts = list(node.flatten())
             members = [_in_members(d.unnest()) for d in disjuncts]
@@ -234,7 +234,7 @@ def equalities_to_in(expression: exp.Expression) -> exp.Expression:
     return expression.transform(rewrite, copy=False)
 
 
-def _in(target: exp.Expression, values: list[exp.Expression]) -> exp.Expression:
+def _in(target: exp.Expr, values: list[exp.Expr]) -> exp.Expr:
     unique = {sql(v): v for v in values}
     ordered = [v.copy() for v in sorted(unique.values(), key=_value_order)]
     if len(ordered) == 1:
@@ -242,7 +242,7 @@ def _in(target: exp.Expression, values: list[exp.Expression]) -> exp.Expression:
     return exp.In(this=target.copy(), expressions=ordered)
 
 
-def _value_order(value: exp.Expression) -> tuple[int, Decimal, str]:
+def _value_order(value: exp.Expr) -> tuple[int, Decimal, str]:
     """Numbers by value, then strings by value, then anything else by its SQL text."""
     if isinstance(value, exp.Literal):
         if value.is_string:
@@ -254,8 +254,8 @@ def _value_order(value: exp.Expression) -> tuple[int, Decimal, str]:
     return (2, Decimal(0), sql(value))
 
 
-def like_prefix_to_startswith(expression: exp.Expression) -> exp.Expression:
-    def rewrite(node: exp.Expression) -> exp.Expression:
+def like_prefix_to_startswith(expression: exp.Expr) -> exp.Expr:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Like) and not node.args.get("escape"):
             pattern = node.expression
             if isinstance(pattern, exp.Literal) and pattern.is_string:
@@ -268,8 +268,8 @@ def like_prefix_to_startswith(expression: exp.Expression) -> exp.Expression:
     return expression.transform(rewrite, copy=False)
 
 
-def canonical_numbers(expression: exp.Expression) -> exp.Expression:
-    def rewrite(node: exp.Expression) -> exp.Expression:
+def canonical_numbers(expression: exp.Expr) -> exp.Expr:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Literal) and not node.is_string:
             text = node.this
             if "." in text and "e" not in text.lower():
@@ -281,11 +281,11 @@ def canonical_numbers(expression: exp.Expression) -> exp.Expression:
     return expression.transform(rewrite, copy=False)
 
 
-def factor_common_conjuncts(expression: exp.Expression) -> exp.Expression:
+def factor_common_conjuncts(expression: exp.Expr) -> exp.Expr:
     """``(a AND b) OR (a AND c)`` -> ``a AND (b OR c)``, as Spark's BooleanSimplification does, so the
     shared conjunct becomes a filter of its own (and ``(a AND b) OR a`` -> ``a``)."""
 
-    def rewrite(node: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Or):
             return node
         branches = [{sql(c): c for c in split_conjuncts(b)} for b in node.flatten()]
@@ -302,10 +302,10 @@ def factor_common_conjuncts(expression: exp.Expression) -> exp.Expression:
     return expression.transform(rewrite, copy=False)
 
 
-def order_operands(expression: exp.Expression) -> exp.Expression:
+def order_operands(expression: exp.Expr) -> exp.Expr:
     """Fixed operand order for AND/OR and for comparisons between two non-constant sides."""
 
-    def rewrite(node: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.And | exp.Or):
             operands = sorted((o.unnest() for o in node.flatten()), key=sql)
             combined = operands[0]
@@ -324,7 +324,7 @@ def order_operands(expression: exp.Expression) -> exp.Expression:
     return expression.transform(rewrite, copy=False)
 
 
-def _wrap(operand: exp.Expression, parent: exp.Expression) -> exp.Expression:
+def _wrap(operand: exp.Expr, parent: exp.Expr) -> exp.Expr:
     """Parenthesise an OR inside an AND (and vice versa) so the rendered text keeps its meaning."""
     return (
         exp.Paren(this=operand)
@@ -333,17 +333,21 @@ def _wrap(operand: exp.Expression, parent: exp.Expression) -> exp.Expression:
     )
 
 
-SAFE_PASSES: tuple[Pass, ...] = (
-    explicit_negation,
-    lower_identifiers,
-    push_negations,
-    remove_redundant_parens,
+_CANONICAL_FORMS: tuple[Pass, ...] = (
     equalities_to_in,
     like_prefix_to_startswith,
     canonical_numbers,
     order_operands,
     factor_common_conjuncts,
     order_operands,
+)
+
+SAFE_PASSES: tuple[Pass, ...] = (
+    explicit_negation,
+    lower_identifiers,
+    push_negations,
+    remove_redundant_parens,
+    *_CANONICAL_FORMS,
 )
 """Passes that are equivalences in three-valued logic by construction (our own rules only). Pruning
 prepares query predicates with these, so its soundness never rests on sqlglot's ``simplify``."""
@@ -357,16 +361,11 @@ PASSES: tuple[Pass, ...] = (
     remove_double_negation,
     remove_redundant_parens,
     null_safe_equality,
-    equalities_to_in,
-    like_prefix_to_startswith,
-    canonical_numbers,
-    order_operands,
-    factor_common_conjuncts,
-    order_operands,
+    *_CANONICAL_FORMS,
 )
 
 
-def split_conjuncts(expression: exp.Expression) -> list[exp.Expression]:
+def split_conjuncts(expression: exp.Expr) -> list[exp.Expr]:
     expression = expression.unnest()
     if isinstance(expression, exp.And):
         return [c for part in expression.flatten() for c in split_conjuncts(part)]
@@ -376,8 +375,8 @@ def split_conjuncts(expression: exp.Expression) -> list[exp.Expression]:
 
 
 def normalize_conjuncts(
-    expression: exp.Expression, qualifiers: Iterable[str] = (), passes: tuple[Pass, ...] = PASSES
-) -> list[exp.Expression]:
+    expression: exp.Expr, qualifiers: Iterable[str] = (), passes: tuple[Pass, ...] = PASSES
+) -> list[exp.Expr]:
     """The canonical conjuncts of a predicate on one table (input is not modified)."""
     result = unqualify(expression, qualifiers)
     for rule in passes:
@@ -388,15 +387,15 @@ def normalize_conjuncts(
 
 
 @lru_cache(maxsize=65536)
-def _parsed_canonical(text: str) -> exp.Expression:
+def _parsed_canonical(text: str) -> exp.Expr:
     return explicit_negation(unqualify(parse_condition(text)))
 
 
-def parse_canonical(text: str) -> exp.Expression:
+def parse_canonical(text: str) -> exp.Expr:
     """A canonical conjunct stored as text (cached: the same texts recur constantly). Qualified names
     in canonical text are struct fields, as `unqualify` wrote them."""
     return _parsed_canonical(text).copy()
 
 
-def canonical_conjuncts(expression: exp.Expression, qualifiers: Iterable[str] = ()) -> list[str]:
+def canonical_conjuncts(expression: exp.Expr, qualifiers: Iterable[str] = ()) -> list[str]:
     return [sql(c) for c in normalize_conjuncts(expression, qualifiers)]

@@ -17,7 +17,7 @@ DIALECT = "spark"
 QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except)
 
 
-def parse_condition(text: str, dialect: str = DIALECT) -> exp.Expression:
+def parse_condition(text: str, dialect: str = DIALECT) -> exp.Expr:
     """A boolean predicate, e.g. ``"l_shipdate >= DATE '1994-01-01'"``."""
     if not text or not text.strip():
         raise PredicateError("empty predicate")
@@ -27,7 +27,7 @@ def parse_condition(text: str, dialect: str = DIALECT) -> exp.Expression:
         raise PredicateError(f"cannot parse predicate {text[:200]!r}: {_first_line(err)}") from err
 
 
-def parse_query(sql: str, dialect: str = DIALECT) -> exp.Expression:
+def parse_query(sql: str, dialect: str = DIALECT) -> exp.Expr:
     """The query inside a statement: a SELECT (or set operation), also inside INSERT ... SELECT and
     CREATE TABLE ... AS SELECT. Raises `PredicateError` for statements that read no table."""
     if not sql or not sql.strip():

@@ -1,0 +1,253 @@
+"""The decision: optimise when enough new, unclustered data has arrived and benefit - cost > 0.
+
+`estimate` composes the pieces on a live table: the new files' bytes against the threshold, the
+analyser's features, the cost model on those bytes and feature counts, and the benefit from virtual
+files. With ``compare_layouts`` the analysed layout competes with Z-only, SOP-only and one-Z-fewer
+variants on the same sample, and the best net benefit wins: combining SOP and Z-order adds a dimension
+that can dilute the Z features (the thesis's own caveat), and measured benefits decide better than a
+fixed rule. Every number that went into the decision is in the returned record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from costmodel.benefit import BenefitEstimate, estimate_benefit, expected_queries, workload_queries
+from costmodel.cost import CostEstimate, CostModel
+from costmodel.virtual_files import bytes_per_row, virtual_files
+from optimizer.analysis.analyser import Analysis, analyse
+from optimizer.analysis.sample import evaluate, sample_frame
+from optimizer.config import Thresholds
+from optimizer.features import FeatureSet
+from optimizer.skipping.extended import load_index
+from optimizer.skipping.filestats import file_stats, table_column_types
+from optimizer.skipping.scan import column_sizes
+from optimizer.table.access import DataFile, Snapshot
+from querylog.records import ScanRecord
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from optimizer.table.deltars import DeltaRsTable
+    from querylog.store import QueryLogTable
+
+
+@dataclass(frozen=True)
+class Decision:
+    table: str
+    version: int
+    action: str  # "optimize" or "skip"
+    reason: str
+    new_files: int
+    new_bytes: int
+    min_new_bytes: int
+    net: float | None = None  # benefit - cost, cost units
+    cost: CostEstimate | None = None
+    benefit: BenefitEstimate | None = None
+    features: dict[str, object] = field(default_factory=dict)
+    analysis: dict[str, object] = field(default_factory=dict)
+    layouts: list[dict[str, object]] = field(default_factory=list)  # every layout compared, with its numbers
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def optimize(self) -> bool:
+        return self.action == "optimize"
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["benefit"] = self.benefit.as_dict() if self.benefit else None
+        return data
+
+
+def decide(benefit: float, cost: float) -> tuple[str, str]:
+    net = benefit - cost
+    if net > 0:
+        return "optimize", f"benefit {benefit:.1f} exceeds cost {cost:.1f} (net {net:+.1f} cluster-seconds)"
+    return "skip", f"benefit {benefit:.1f} does not exceed cost {cost:.1f} (net {net:+.1f} cluster-seconds)"
+
+
+def estimate(
+    spark: SparkSession,
+    table: DeltaRsTable,
+    table_id: str,
+    log: QueryLogTable,
+    thresholds: Thresholds,
+    cost_model: CostModel,
+    now: datetime,
+    files: Sequence[DataFile] | None = None,
+    seed: int = 17,
+) -> Decision:
+    """Decide whether to optimise `files` (default: the files no deltaopt run clustered)."""
+    clock = time.perf_counter()
+    snapshot = table.snapshot()
+    index = load_index(table, snapshot)
+    new = list(files) if files is not None else [f for f in snapshot.files if f.path not in index]
+    new_bytes = sum(f.size for f in new)
+    base: dict[str, Any] = {
+        "table": table_id,
+        "version": snapshot.version,
+        "new_files": len(new),
+        "new_bytes": new_bytes,
+        "min_new_bytes": thresholds.min_new_bytes,
+    }
+    if new_bytes < thresholds.min_new_bytes or not new:
+        return Decision(
+            **base,
+            action="skip",
+            reason=f"too little new data: {new_bytes:,} bytes < threshold {thresholds.min_new_bytes:,}",
+        )
+    records = log.read(table_id, since=now - timedelta(seconds=thresholds.workload_window), until=now)
+    sample = sample_frame(spark, table, snapshot, new, thresholds.sample_rows, seed).cache()
+    try:
+        analysis: Analysis = analyse(table_id, records, lambda z, s: evaluate(sample, z, s), thresholds, now)
+        features = analysis.features
+        seconds = {"analyse": time.perf_counter() - clock}
+        if features.is_empty:
+            return Decision(
+                **base,
+                action="skip",
+                reason="no clustering features: the workload's filters give none",
+                analysis=_summary(analysis),
+                seconds=seconds,
+            )
+        clock = time.perf_counter()
+        candidates = candidate_layouts(features) if thresholds.compare_layouts else [("as analysed", features)]
+        evaluated = [
+            LayoutEstimate(
+                name,
+                layout,
+                _cost(cost_model, new_bytes, layout),
+                benefit_of(table, snapshot, new, layout, sample, records, thresholds, now),
+            )
+            for name, layout in candidates
+        ]
+        best = max(evaluated, key=lambda e: e.net)
+        seconds["benefit"] = time.perf_counter() - clock
+    finally:
+        sample.unpersist()
+    action, reason = decide(best.benefit.benefit, best.cost.seconds)
+    if len(evaluated) > 1:
+        reason += f"; layout: {best.name} (of {', '.join(e.name for e in evaluated)})"
+    return Decision(
+        **base,
+        action=action,
+        reason=reason,
+        net=round(best.net, 4),
+        cost=best.cost,
+        benefit=best.benefit,
+        features=best.features.as_dict(),
+        analysis=_summary(analysis),
+        layouts=[e.summary() for e in evaluated],
+        seconds={k: round(v, 3) for k, v in seconds.items()},
+    )
+
+
+@dataclass(frozen=True)
+class LayoutEstimate:
+    name: str
+    features: FeatureSet
+    cost: CostEstimate
+    benefit: BenefitEstimate
+
+    @property
+    def net(self) -> float:
+        return self.benefit.benefit - self.cost.seconds
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "layout": self.name,
+            "z": [f.expression for f in self.features.z],
+            "sop": [f.predicate for f in self.features.sop],
+            "cost": round(self.cost.seconds, 3),
+            "benefit": self.benefit.benefit,
+            "net": round(self.net, 3),
+            "p_after": round(self.benefit.p_after, 4),
+        }
+
+
+def candidate_layouts(features: FeatureSet) -> list[tuple[str, FeatureSet]]:
+    """The analysed layout and variants the estimator compares (the thesis's own future work: let the
+    benefit estimate pick the features). A feature left out of clustering keeps its statistics."""
+    candidates = [("as analysed", features)]
+    if features.z and features.sop:
+        candidates.append(
+            ("Z-order only", FeatureSet(z=features.z, z_add=features.z_add, sop_add=(*features.sop, *features.sop_add)))
+        )
+        candidates.append(
+            (
+                "SOP only",
+                FeatureSet(
+                    sop=features.sop,
+                    sop_add=features.sop_add,
+                    z_add=(*features.z, *features.z_add),
+                    sop_weights=features.sop_weights,
+                ),
+            )
+        )
+    if len(features.z) >= 2:
+        candidates.append(
+            (
+                f"without Z feature {features.z[-1].expression}",
+                FeatureSet(
+                    z=features.z[:-1],
+                    sop=features.sop,
+                    z_add=(features.z[-1], *features.z_add),
+                    sop_add=features.sop_add,
+                    sop_weights=features.sop_weights,
+                ),
+            )
+        )
+    return candidates
+
+
+def _cost(model: CostModel, new_bytes: int, features: FeatureSet) -> CostEstimate:
+    return model.predict(new_bytes, len(features.z), len(features.sop), len(features.z_add) + len(features.sop_add))
+
+
+def benefit_of(
+    table: DeltaRsTable,
+    snapshot: Snapshot,
+    files: Sequence[DataFile],
+    features: FeatureSet,
+    sample: DataFrame,
+    records: Sequence[ScanRecord],
+    thresholds: Thresholds,
+    now: datetime,
+) -> BenefitEstimate:
+    """The benefit of laying out `files` on `features`, estimated on `sample` (rows of those files)."""
+    index = load_index(table, snapshot)
+    new_bytes = sum(f.size for f in files)
+    target_files = max(1, round(new_bytes / thresholds.target_file_size))
+    virtual = virtual_files(sample, snapshot, features, target_files)
+    sizes = {f.path: column_sizes(table, f) or {} for f in files}
+    per_row = bytes_per_row([sizes[f.path] for f in files], [f.num_records or 0 for f in files])
+    virtual_bytes = {path: {c: rows * b for c, b in per_row.items()} for path, rows in virtual.rows.items()}
+    types = table_column_types(snapshot.spark_schema().fields)
+    current = [file_stats(f, types, index.get(f.path)) for f in files]
+    queries = workload_queries(records, now, thresholds.recency_half_life)
+    expected = expected_queries(
+        records, now, thresholds.recency_half_life, thresholds.workload_window, thresholds.benefit_horizon
+    )
+    return estimate_benefit(
+        queries,
+        current,
+        sizes,
+        virtual.files,
+        virtual_bytes,
+        expected,
+        thresholds.cost_per_mb_read,
+        sum(virtual.rows.values()),
+        len(records),
+    )
+
+
+def _summary(analysis: Analysis) -> dict[str, object]:
+    return {
+        "scans": analysis.scans,
+        "sample_rows": analysis.sample_rows,
+        "candidates": [{"feature": c.feature, "role": c.role.value, "reason": c.reason} for c in analysis.candidates],
+    }

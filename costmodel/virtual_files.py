@@ -1,0 +1,72 @@
+"""Virtual files (thesis 5.2): a clustered sample cut like the real job would cut it, with statistics.
+
+The sample is laid out by `optimizer.clustering.job.cluster_frame` (the job's own C1-C3 code) into as
+many Spark partitions as the real job would write files, so each partition holds the same share of
+rows as a real target-size file. Each partition is a virtual file whose statistics are computed by the
+same aggregates as a real file's (Delta column statistics, encoded and decoded as the log would hold
+them, plus the extended statistics of `StatsSpec`), so pruning treats it exactly like a real file.
+Column sizes come from the real files' Parquet footers, per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from optimizer.clustering.job import cluster_frame
+from optimizer.features import FeatureSet
+from optimizer.skipping.collect import StatsSpec, stats_spec
+from optimizer.skipping.filestats import FileStats, file_stats, table_column_types
+from optimizer.table.access import DataFile, Snapshot
+from optimizer.table.stats import data_columns, decode_stats, delta_stats_json, file_stat_aggregates, stats_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+@dataclass(frozen=True)
+class VirtualFiles:
+    files: tuple[FileStats, ...]
+    rows: Mapping[str, int]  # virtual path -> rows
+
+
+def virtual_files(sample: DataFrame, snapshot: Snapshot, features: FeatureSet, files: int) -> VirtualFiles:
+    """`sample` clustered on `features` into `files` virtual files with their statistics."""
+    from pyspark.sql import functions as F
+
+    schema = snapshot.spark_schema()
+    stored = data_columns(schema, snapshot.partition_columns)
+    columns = stats_columns(stored, snapshot.configuration)
+    delta_columns = {c.name.lower() for c in columns if c.minmax}
+    spec: StatsSpec = stats_spec(sample, features, delta_columns)
+    rows_in = sample.count()
+    layout = cluster_frame(
+        sample, features, stored.names, snapshot.partition_columns, max(rows_in / max(files, 1), 1.0), files
+    )
+    aggregates = file_stat_aggregates(columns, spec.aggregates())
+    per_file = layout.frame.groupBy(F.spark_partition_id().alias("__file")).agg(*aggregates).collect()
+    types = table_column_types(schema.fields)
+    stats = []
+    rows = {}
+    for row in per_file:
+        values = row.asDict()
+        path = f"virtual-{values['__file']:05d}"
+        count, mins, maxs, nulls = decode_stats(delta_stats_json(values, columns), columns)
+        data_file = DataFile(path, 0, count, 0, {}, mins, maxs, nulls)
+        stats.append(file_stats(data_file, types, spec.extended(values, "estimate")))
+        rows[path] = count
+    return VirtualFiles(tuple(stats), rows)
+
+
+def bytes_per_row(column_sizes: Sequence[Mapping[str, int] | None], row_counts: Sequence[int]) -> dict[str, float]:
+    """Compressed bytes per row of each column, over files with known footers."""
+    totals: dict[str, float] = {}
+    rows = 0
+    for sizes, count in zip(column_sizes, row_counts, strict=True):
+        if sizes is None:
+            continue
+        rows += count
+        for name, size in sizes.items():
+            totals[name] = totals.get(name, 0.0) + size
+    return {name: size / rows for name, size in totals.items()} if rows else {}

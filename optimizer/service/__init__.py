@@ -1,0 +1,1 @@
+"""The long-running service: per-table ticks, state, decisions, and where jobs run."""

@@ -1,0 +1,286 @@
+"""Where an OPTIMIZE job runs: in-process, on a Spark cluster through Spark Connect, or on the
+Databricks cluster that wrote the data (Jobs API). The data work is the same Spark code everywhere.
+
+`choose_executor` reads the commitInfo of the commits that wrote the new data (engineInfo, and on
+Databricks clusterId) and the ``execution`` section of the configuration:
+
+* ``mode: auto``: a Databricks commit with a cluster id runs there; a commit by Apache Spark runs on
+  ``execution.connect_url`` when one is configured; everything else (delta-rs writers, no URL) runs
+  in-process on the service's own Spark;
+* ``local``, ``connect``, ``databricks`` force the choice.
+
+Databricks credentials come from the environment variables the configuration names (host and token),
+never from YAML. The job runs ``deltaopt optimize`` from the configured wheel on the existing cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from optimizer.config import DatabricksSettings, ExecutionSettings, SparkSettings
+from optimizer.errors import JobSubmissionError
+from optimizer.features import FeatureSet
+from optimizer.table.access import Commit
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OptimizeRequest:
+    table_path: str
+    features: FeatureSet
+    target_file_size: int
+    run_id: str
+    read_version: int
+    files: tuple[str, ...] | None = None  # paths; None: the unclustered files when the job starts
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    executor: str
+    version: int | None
+    files_in: int = 0
+    files_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    rows: int = 0
+    seconds: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Executor(Protocol):
+    name: str
+
+    def run(self, request: OptimizeRequest) -> JobOutcome: ...
+
+
+class SparkExecutor:
+    """Runs the job in-process with the service's own SparkSession."""
+
+    def __init__(self, name: str, session: Callable[[], SparkSession]) -> None:
+        self.name = name
+        self._session = session
+
+    def run(self, request: OptimizeRequest) -> JobOutcome:
+        from optimizer.clustering import optimize
+        from optimizer.table import open_table
+
+        table = open_table(request.table_path)
+        snapshot = table.snapshot(request.read_version)
+        files = None
+        if request.files is not None:
+            wanted = set(request.files)
+            files = [f for f in snapshot.files if f.path in wanted]
+        started = time.perf_counter()
+        result = optimize(
+            self._session(),
+            table,
+            request.features,
+            request.target_file_size,
+            files=files,
+            snapshot=snapshot,
+            metadata={"trigger": "service", "executor": self.name},
+            run_id=request.run_id,
+        )
+        return JobOutcome(
+            self.name,
+            result.version,
+            result.files_in,
+            result.files_out,
+            result.bytes_in,
+            result.bytes_out,
+            result.rows,
+            round(time.perf_counter() - started, 3),
+            {"dimensions": list(result.dimensions), "sop_partitions": result.sop_partitions},
+        )
+
+
+def optimize_command(request: OptimizeRequest) -> list[str]:
+    """The ``deltaopt optimize`` arguments that run `request` on whatever Spark the caller provides."""
+    return [
+        "optimize",
+        "--table",
+        request.table_path,
+        "--features-json",
+        json.dumps(request.features.as_dict()),
+        "--target-file-size",
+        str(request.target_file_size),
+        "--run-id",
+        request.run_id,
+        "--json",
+    ]
+
+
+class ConnectExecutor:
+    """Runs ``deltaopt optimize --connect URL`` as a child process: the data work happens on the Spark
+    Connect server, the commit in the child. (PySpark refuses a Connect session in a process that already
+    runs a classic one, as the service's own Spark is.)"""
+
+    name = "connect"
+
+    def __init__(self, url: str, timeout: float = 6 * 3600) -> None:
+        self.url = url
+        self.timeout = timeout
+
+    def run(self, request: OptimizeRequest) -> JobOutcome:
+        import subprocess
+        import sys
+
+        command = [sys.executable, "-m", "optimizer.cli", *optimize_command(request), "--connect", self.url]
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout, check=False)
+        except subprocess.TimeoutExpired as err:
+            raise JobSubmissionError(f"OPTIMIZE through {self.url} did not finish within {self.timeout:.0f}s") from err
+        if done.returncode != 0:
+            message = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            if "CommitConflictError" in done.stderr or "concurrent commit" in done.stderr:
+                from optimizer.errors import CommitConflictError
+
+                raise CommitConflictError(message)
+            raise JobSubmissionError(f"OPTIMIZE through {self.url} failed ({done.returncode}): {message}")
+        result = json.loads(done.stdout)
+        return JobOutcome(
+            self.name,
+            result["version"],
+            result["files_in"],
+            result["files_out"],
+            result["bytes_in"],
+            result["bytes_out"],
+            result["rows"],
+            round(time.perf_counter() - started, 3),
+            {"dimensions": result["dimensions"], "sop_partitions": result["sop_partitions"], "connect_url": self.url},
+        )
+
+
+class DatabricksExecutor:
+    """Submits a one-time run of ``deltaopt optimize`` to an existing Databricks cluster (Jobs API 2.1)
+    and waits for it to finish."""
+
+    name = "databricks"
+
+    def __init__(self, settings: DatabricksSettings, cluster_id: str, environ: dict[str, str] | None = None) -> None:
+        environ = dict(os.environ if environ is None else environ)
+        host, token = environ.get(settings.host_env), environ.get(settings.token_env)
+        if not host or not token:
+            raise JobSubmissionError(
+                f"Databricks credentials missing: set {settings.host_env} and {settings.token_env} in the environment"
+            )
+        if not settings.python_wheel:
+            raise JobSubmissionError("execution.databricks.python_wheel is not set: the cluster needs deltaopt's wheel")
+        self.settings = settings
+        self.cluster_id = cluster_id
+        self.host = host.rstrip("/")
+        self._token = token
+
+    def request_body(self, request: OptimizeRequest) -> dict[str, Any]:
+        parameters = optimize_command(request)
+        return {
+            "run_name": f"deltaopt optimize {request.table_path} ({request.run_id})",
+            "timeout_seconds": int(self.settings.timeout),
+            "tasks": [
+                {
+                    "task_key": "deltaopt_optimize",
+                    "existing_cluster_id": self.cluster_id,
+                    "python_wheel_task": {
+                        "package_name": "deltaopt",
+                        "entry_point": "deltaopt",
+                        "parameters": parameters,
+                    },
+                    "libraries": [{"whl": self.settings.python_wheel}],
+                }
+            ],
+        }
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        http = urllib.request.Request(
+            f"{self.host}{path}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(http, timeout=60) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            detail = err.read().decode(errors="replace")[:500]
+            raise JobSubmissionError(f"Databricks {method} {path} failed: HTTP {err.code}: {detail}") from err
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            raise JobSubmissionError(f"Databricks {method} {path} failed: {err}") from err
+
+    def run(self, request: OptimizeRequest) -> JobOutcome:
+        started = time.perf_counter()
+        submitted = self._call("POST", "/api/2.1/jobs/runs/submit", self.request_body(request))
+        run_id = submitted.get("run_id")
+        if run_id is None:
+            raise JobSubmissionError(f"Databricks did not return a run id: {submitted}")
+        deadline = time.monotonic() + self.settings.timeout
+        while True:
+            status = self._call("GET", f"/api/2.1/jobs/runs/get?run_id={run_id}")
+            state = status.get("state") or {}
+            if state.get("life_cycle_state") in ("TERMINATED", "SKIPPED", "INTERNAL_ERROR"):
+                break
+            if time.monotonic() > deadline:
+                raise JobSubmissionError(f"Databricks run {run_id} did not finish within {self.settings.timeout:.0f}s")
+            time.sleep(self.settings.poll_interval)
+        if state.get("result_state") != "SUCCESS":
+            raise JobSubmissionError(
+                f"Databricks run {run_id} ended {state.get('result_state')}: {state.get('state_message', '')}"
+            )
+        from optimizer.table import open_table
+
+        committed = [
+            c
+            for c in open_table(request.table_path).history(request.read_version + 1)
+            if (c.metadata.get("deltaopt") or {}).get("runId") == request.run_id
+        ]
+        return JobOutcome(
+            self.name,
+            committed[0].version if committed else None,
+            seconds=round(time.perf_counter() - started, 3),
+            details={"databricks_run_id": run_id, "cluster_id": self.cluster_id},
+        )
+
+
+def writer_of(commits: Sequence[Commit]) -> Commit | None:
+    """The latest commit that wrote data (not one of deltaopt's own rewrites)."""
+    writers = [c for c in commits if (c.metadata.get("deltaopt") or {}).get("operation") != "OPTIMIZE"]
+    return writers[-1] if writers else None
+
+
+def choose_executor(
+    execution: ExecutionSettings,
+    commits: Sequence[Commit],
+    local: Callable[[], SparkSession],
+    spark_settings: SparkSettings,
+) -> tuple[Executor, str]:
+    """The executor for a job, and why it was chosen."""
+    writer = writer_of(commits)
+    engine = (writer.engine or "") if writer else ""
+    mode = execution.mode
+    if mode == "databricks" or (
+        mode == "auto" and writer is not None and writer.cluster_id and engine.startswith("Databricks")
+    ):
+        cluster = writer.cluster_id if writer is not None else None
+        if not cluster:
+            raise JobSubmissionError("execution.mode is databricks but no commit names a cluster id (clusterId)")
+        return DatabricksExecutor(execution.databricks, cluster), f"data written by {engine} on cluster {cluster}"
+    if mode == "connect" or (mode == "auto" and "Apache-Spark" in engine and execution.connect_url):
+        if not execution.connect_url:
+            raise JobSubmissionError("execution.mode is connect but execution.connect_url is not set")
+        why = f"data written by {engine or 'Spark'}; Spark Connect at {execution.connect_url}"
+        return ConnectExecutor(execution.connect_url), why
+    reason = f"data written by {engine or 'an unknown engine'}" if mode == "auto" else "execution.mode is local"
+    return SparkExecutor("local", local), f"{reason}: in-process Spark"

@@ -1,0 +1,116 @@
+"""``deltaopt serve``: APScheduler runs each table's tick on its interval, until stopped.
+
+One interval job per table (with jitter, at most one running instance, missed runs coalesced), a
+thread pool as wide as the number of tables, and a semaphore capping concurrent OPTIMIZE jobs. On
+SIGTERM/SIGINT no new job starts; running ticks get a grace period to finish, then their Spark jobs are
+cancelled: an interrupted OPTIMIZE commits nothing (the commit is the last, atomic step), so the table
+is never left half rewritten. ``--once`` runs one tick per table and returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from costmodel.cost import load as load_cost_model
+from optimizer.config import Config
+from optimizer.runtime import build_session
+from optimizer.service.decisions import DecisionLog
+from optimizer.service.state import StateStore
+from optimizer.service.tick import ServiceContext, tick
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+GRACE_SECONDS = 60
+
+
+def context(config: Config, spark: Callable[[], SparkSession] | None = None) -> ServiceContext:
+    sessions: list[SparkSession] = []
+    lock = threading.Lock()
+
+    def session() -> SparkSession:
+        with lock:
+            if not sessions:
+                sessions.append(build_session(config.spark))
+            return sessions[0]
+
+    return ServiceContext(
+        config=config,
+        spark=spark or session,
+        state=StateStore(config.service.state_dir),
+        decisions=DecisionLog(config.decision_log_path, config.service.decisions_path),
+        cost_model=load_cost_model(config.service.cost_model_path),
+        job_slots=threading.Semaphore(config.service.max_concurrent_jobs),
+    )
+
+
+def run_once(ctx: ServiceContext, now: datetime | None = None) -> list[dict[str, Any]]:
+    """One tick per configured table, in order."""
+    return [tick(table, ctx, now) for table in ctx.config.tables]
+
+
+def serve(ctx: ServiceContext, install_signals: bool = True) -> None:
+    """Tick every table on its interval until SIGTERM/SIGINT (or `ctx.stopping` is set)."""
+    from apscheduler.executors.pool import ThreadPoolExecutor
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    tables = ctx.config.tables
+    scheduler = BackgroundScheduler(
+        executors={"default": ThreadPoolExecutor(max(len(tables), 1))},
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        timezone=UTC,
+    )
+    start = datetime.now(UTC) + timedelta(seconds=1)
+    for table in tables:
+        scheduler.add_job(
+            tick,
+            "interval",
+            seconds=table.interval,
+            jitter=ctx.config.service.jitter or None,
+            args=[table, ctx],
+            id=table.name,
+            name=f"tick {table.name}",
+            next_run_time=start,
+        )
+    if install_signals:
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, lambda signum, _frame: _request_stop(ctx, signum))
+    scheduler.start()
+    log.info("serving %d table(s): %s", len(tables), ", ".join(t.name for t in tables))
+    try:
+        while not ctx.stopping.wait(1.0):
+            pass
+    finally:
+        _shutdown(scheduler, ctx)
+
+
+def _request_stop(ctx: ServiceContext, signum: int) -> None:
+    log.info("signal %d: stopping after the running ticks (grace %ds)", signum, GRACE_SECONDS)
+    ctx.stopping.set()
+
+
+def _shutdown(scheduler: Any, ctx: ServiceContext) -> None:
+    scheduler.pause()
+    done = threading.Event()
+
+    def wait_for_ticks() -> None:
+        scheduler.shutdown(wait=True)
+        done.set()
+
+    threading.Thread(target=wait_for_ticks, daemon=True).start()
+    if not done.wait(GRACE_SECONDS):
+        log.warning(
+            "ticks still running after %ds: cancelling their Spark jobs (nothing half-committed)", GRACE_SECONDS
+        )
+        try:
+            ctx.spark().sparkContext.cancelAllJobs()
+        except Exception as err:  # best effort on the way out; the commit is atomic anyway
+            log.warning("could not cancel Spark jobs: %s", err)
+        done.wait(GRACE_SECONDS)
+    log.info("stopped")

@@ -1,0 +1,147 @@
+"""One tick for one table: a plain function the scheduler, ``--once`` and tests all call.
+
+    paused? ─► record "paused"
+    settle a run the state says was in progress (committed: note it; else it died: retry later)
+    tail the query log from the stored position
+    estimate: enough unclustered bytes? features? cost vs benefit? ─► decision
+    optimize (unless dry run or shutting down): executor chosen from the writers' commitInfo,
+        at most `max_concurrent_jobs` at once across tables
+    write the decision record, save the state
+
+Errors of one table (unreachable table, failed job, lost race) are recorded as that tick's outcome
+and never stop the service or the other tables.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from costmodel.cost import CostModel
+from costmodel.decision import estimate
+from optimizer.config import Config, TableSettings
+from optimizer.errors import CommitConflictError, DeltaOptError
+from optimizer.features import FeatureSet
+from optimizer.service.decisions import DecisionLog
+from optimizer.service.executors import Executor, OptimizeRequest, choose_executor
+from optimizer.service.state import RunInProgress, StateStore, TableState
+from optimizer.table import open_table
+from querylog.errors import QueryLogError
+from querylog.store import QueryLogTable
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from optimizer.table.access import Commit
+
+log = logging.getLogger(__name__)
+ExecutorChooser = Callable[[TableSettings, "list[Commit]"], tuple[Executor, str]]
+
+
+@dataclass
+class ServiceContext:
+    """What ticks share: configuration, the service's Spark, state, decisions, cost model, job slots."""
+
+    config: Config
+    spark: Callable[[], SparkSession]
+    state: StateStore
+    decisions: DecisionLog
+    cost_model: CostModel
+    job_slots: threading.Semaphore
+    stopping: threading.Event = field(default_factory=threading.Event)
+    choose: ExecutorChooser | None = None  # tests inject executors; default: choose_executor
+
+    def executor_for(self, table: TableSettings, commits: list[Commit]) -> tuple[Executor, str]:
+        if self.choose is not None:
+            return self.choose(table, commits)
+        return choose_executor(self.config.execution, commits, self.spark, self.config.spark)
+
+
+def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None) -> dict[str, Any]:
+    """Run one tick for `table` and return its decision record (also written to the decision log)."""
+    now = now or datetime.now(UTC)
+    started = time.perf_counter()
+    dry_run = ctx.config.service.dry_run if table.dry_run is None else table.dry_run
+    record: dict[str, Any] = {"ts": now.isoformat(), "table": table.name, "path": table.path, "dry_run": dry_run}
+    state = ctx.state.load(table.name)
+    try:
+        if table.paused:
+            record.update(action="paused", reason="table is paused in the configuration")
+        else:
+            state = _tick(table, ctx, now, state, record, dry_run)
+    except (DeltaOptError, QueryLogError) as err:
+        record.update(action="error", reason=f"{type(err).__name__}: {err}")
+        log.warning("%s: %s", table.name, record["reason"])
+    except Exception as err:  # one table's failure must not stop the others; it is recorded
+        record.update(action="error", reason=f"unexpected {type(err).__name__}: {err}")
+        log.exception("tick of %s failed", table.name)
+    record["seconds"] = round(time.perf_counter() - started, 3)
+    summary = {k: record.get(k) for k in ("ts", "action", "reason", "version", "new_bytes", "net")}
+    ctx.state.save(state.with_(ticks=state.ticks + 1, last_decision=summary))
+    ctx.decisions.write(record)
+    return record
+
+
+def _tick(
+    table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, record: dict[str, Any], dry_run: bool
+) -> TableState:
+    delta = open_table(table.path)
+    state = _settle_run(delta, state, record)
+    tail = QueryLogTable(table.query_log_path).tail(state.log_version, table.identity)
+    record["new_queries"] = len(tail.records)
+    state = state.with_(log_version=tail.version)
+    decision = estimate(
+        ctx.spark(), delta, table.identity, QueryLogTable(table.query_log_path), table.thresholds, ctx.cost_model, now
+    )
+    record.update(decision.as_dict())
+    record.pop("table", None)
+    record["table"] = table.name
+    if not decision.optimize:
+        return state
+    if dry_run:
+        record["reason"] += "; dry run: not optimised"
+        record["action"] = "optimize (dry run)"
+        return state
+    if ctx.stopping.is_set():
+        record.update(action="skip", reason=record["reason"] + "; service shutting down: not started")
+        return state
+    commits = delta.history((state.last_optimized_version or -1) + 1)
+    executor, why = ctx.executor_for(table, commits)
+    run = RunInProgress(uuid.uuid4().hex[:16], decision.version, now.isoformat())
+    ctx.state.save(state.with_(run=run))  # a crash from here on is settled by the next tick
+    request = OptimizeRequest(
+        table.path,
+        FeatureSet.from_dict(decision.features),
+        table.thresholds.target_file_size,
+        run.run_id,
+        decision.version,
+    )
+    with ctx.job_slots:
+        try:
+            outcome = executor.run(request)
+        except CommitConflictError as err:
+            record["job"] = {"executor": executor.name, "where": why, "run_id": run.run_id, "error": str(err)}
+            record["action"] = "optimize (lost race)"
+            return state.with_(run=None)
+    record["job"] = {"executor": executor.name, "where": why, "run_id": run.run_id, **outcome.__dict__}
+    return state.with_(run=None, last_optimized_version=outcome.version or state.last_optimized_version)
+
+
+def _settle_run(delta: Any, state: TableState, record: dict[str, Any]) -> TableState:
+    """A run the state says was in progress either committed (find it in the history) or died before
+    committing, which left the table unchanged; either way the state moves on."""
+    if state.run is None:
+        return state
+    commits = delta.history(state.run.read_version + 1)
+    landed = [c for c in commits if (c.metadata.get("deltaopt") or {}).get("runId") == state.run.run_id]
+    if landed:
+        record["previous_run"] = f"run {state.run.run_id} committed version {landed[0].version}"
+        return state.with_(run=None, last_optimized_version=landed[0].version)
+    record["previous_run"] = f"run {state.run.run_id} died before committing; the table is unchanged"
+    return state.with_(run=None)

@@ -1,0 +1,403 @@
+"""The service: ticks, decisions, state across restarts, executors, and the real `deltaopt serve`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import yaml
+
+from costmodel.cost import CostModel
+from optimizer.config import DatabricksSettings, ExecutionSettings, SparkSettings
+from optimizer.errors import JobSubmissionError
+from optimizer.features import FeatureSet, ZFeature
+from optimizer.service.executors import DatabricksExecutor, OptimizeRequest, choose_executor
+from optimizer.service.state import RunInProgress
+from optimizer.table.access import Commit
+from querylog.records import ScanRecord
+from querylog.store import QueryLogTable
+
+NOW = datetime(2024, 6, 1, 12, tzinfo=UTC)
+CHEAP = CostModel(overhead=1.0, base=10.0, per_z=1.0, per_sop=1.0, per_additional=0.1)
+
+
+def write_config(tmp_path: Path, tables: list[dict], **service) -> dict:
+    thresholds = {
+        "min_new_bytes": 1,
+        "target_file_size": 100_000,
+        "sample_rows": 5000,
+        "min_comparison_points": 3,
+        "cost_per_mb_read": 10.0,
+    }
+    data = {
+        "spark": {"master": "local[2]", "shuffle_partitions": 4},
+        "defaults": thresholds,
+        "tables": tables,
+        "service": {"state_dir": str(tmp_path / "state"), "jitter": 0, **service},
+    }
+    (tmp_path / "state").mkdir(exist_ok=True)
+    CHEAP.save(tmp_path / "state" / "costmodel.json")
+    (tmp_path / "deltaopt.yaml").write_text(yaml.safe_dump(data))
+    return data
+
+
+def make_table(spark, path: str, rows: int = 20000, start: int = 0, files: int = 6):  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    from optimizer.table import open_table
+
+    table = open_table(path)
+    frame = (
+        spark.range(start, start + rows)
+        .withColumn("x", (F.col("id") * 7919) % 1000)
+        .withColumn("category", F.concat(F.lit("c"), (F.col("id") % 7).cast("string")))
+        .withColumn("pad", F.sha2(F.col("id").cast("string"), 256))
+        .repartition(files)
+    )
+    if table.exists():
+        snapshot = table.snapshot()
+        table.append(table.stage(spark, frame, snapshot, "data"), snapshot, {"source": "test writer"})
+    else:
+        table.create(spark, frame)
+    return table
+
+
+def log_queries(path: str, count: int = 60, now: datetime = NOW, filters: bool = True) -> None:
+    records = []
+    for i in range(count):
+        chosen = (f"x >= {i * 15 % 1000}", f"x < {i * 15 % 1000 + 20}") if filters else ()
+        records.append(
+            ScanRecord(f"q{i}-{now.timestamp()}", now - timedelta(minutes=i), "events", chosen, ("x",), "test")
+        )
+    QueryLogTable(path).append(records)
+
+
+@pytest.fixture
+def service(spark, tmp_path):
+    """A context on the shared SparkSession for one table `events`."""
+    from optimizer.config import load_config
+    from optimizer.service.service import context
+
+    table_path = str(tmp_path / "events")
+    write_config(tmp_path, [{"name": "events", "path": table_path, "interval": 5}])
+    make_table(spark, table_path)
+    log_queries(table_path + "_querylog")
+    config = load_config(tmp_path / "deltaopt.yaml")
+    return context(config, spark=lambda: spark), table_path, tmp_path
+
+
+@pytest.mark.spark
+def test_tick_decides_optimises_and_records(service):
+    from optimizer.service.tick import tick
+    from optimizer.table import open_table
+
+    ctx, table_path, tmp_path = service
+    record = tick(ctx.config.tables[0], ctx, NOW)
+    assert record["action"] == "optimize", record["reason"]
+    assert record["features"]["z"] == ["x"]
+    job = record["job"]
+    assert job["executor"] == "local" and job["version"] == open_table(table_path).snapshot().version
+    assert job["files_in"] == 6 and job["rows"] == 20000
+    lines = (tmp_path / "state" / "decisions.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["action"] == "optimize"
+    assert ctx.decisions.read("events")[-1]["job"]["run_id"] == job["run_id"]
+    state = ctx.state.load("events")
+    assert state.last_optimized_version == job["version"] and state.run is None and state.log_version is not None
+
+
+@pytest.mark.spark
+def test_restart_repeats_no_work_and_new_data_is_picked_up(service, spark):
+    from optimizer.config import load_config
+    from optimizer.service.service import context
+    from optimizer.service.tick import tick
+
+    ctx, table_path, tmp_path = service
+    assert tick(ctx.config.tables[0], ctx, NOW)["action"] == "optimize"
+
+    restarted = context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark)
+    again = tick(restarted.config.tables[0], restarted, NOW)
+    assert again["action"] == "skip" and "too little new data: 0 bytes" in again["reason"]
+    assert again["new_queries"] == 0  # the log position survived the restart
+
+    make_table(spark, table_path, rows=8000, start=10**6, files=4)
+    log_queries(table_path + "_querylog", count=10, now=NOW + timedelta(minutes=1))
+    later = tick(restarted.config.tables[0], restarted, NOW + timedelta(minutes=2))
+    assert later["new_queries"] == 10
+    assert later["new_files"] == 4 and later["action"] == "optimize"
+    assert later["job"]["files_in"] == 4  # only the new data is rewritten
+
+
+@pytest.mark.spark
+def test_decides_not_to_optimise_with_the_reason(spark, tmp_path):
+    from optimizer.config import load_config
+    from optimizer.service.service import context, run_once
+
+    write_config(
+        tmp_path,
+        [
+            {"name": "small", "path": str(tmp_path / "small"), "thresholds": {"min_new_bytes": "1TB"}},
+            {"name": "unfiltered", "path": str(tmp_path / "unfiltered")},
+            {"name": "quiet", "path": str(tmp_path / "quiet"), "paused": True},
+            {"name": "missing", "path": str(tmp_path / "does-not-exist")},
+        ],
+    )
+    for name in ("small", "unfiltered", "quiet"):
+        make_table(spark, str(tmp_path / name), rows=2000, files=2)
+    log_queries(str(tmp_path / "small_querylog"))
+    QueryLogTable(str(tmp_path / "unfiltered_querylog")).append(
+        [ScanRecord(f"u{i}", NOW, "unfiltered", (), ("x",), "test") for i in range(30)]
+    )
+    records = {
+        r["table"]: r for r in run_once(context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark), NOW)
+    }
+    assert records["small"]["action"] == "skip" and "too little new data" in records["small"]["reason"]
+    assert records["unfiltered"]["action"] == "skip" and "no clustering features" in records["unfiltered"]["reason"]
+    assert records["quiet"]["action"] == "paused"
+    assert records["missing"]["action"] == "error" and "no Delta table" in records["missing"]["reason"]
+
+
+@pytest.mark.spark
+def test_dry_run_logs_without_optimising(service):
+    from optimizer.service.tick import tick
+    from optimizer.table import open_table
+
+    ctx, table_path, _ = service
+    ctx.config = ctx.config.model_copy(update={"service": ctx.config.service.model_copy(update={"dry_run": True})})
+    record = tick(ctx.config.tables[0], ctx, NOW)
+    assert record["action"] == "optimize (dry run)" and "job" not in record
+    assert open_table(table_path).snapshot().version == 0
+
+
+@pytest.mark.spark
+def test_a_run_that_died_is_settled_and_retried(service):
+    from optimizer.service.tick import tick
+
+    ctx, _, _ = service
+    ctx.state.save(ctx.state.load("events").with_(run=RunInProgress("deadbeef", 0, NOW.isoformat())))
+    record = tick(ctx.config.tables[0], ctx, NOW)
+    assert record["previous_run"] == "run deadbeef died before committing; the table is unchanged"
+    assert record["action"] == "optimize" and record["job"]["version"] == 1
+
+
+def commit(version: int, engine: str | None, cluster: str | None = None, ours: bool = False) -> Commit:
+    metadata = {"deltaopt": {"operation": "OPTIMIZE"}} if ours else {}
+    return Commit(version, NOW, "WRITE", {}, engine, cluster, metadata)
+
+
+def test_executor_follows_the_writer():
+    local = lambda: None  # noqa: E731 - never called here
+    spark = SparkSettings()
+    delta_rs = [commit(1, "delta-rs:py-1.6.6")]
+    assert choose_executor(ExecutionSettings(), delta_rs, local, spark)[0].name == "local"
+    spark_writer = [commit(1, "Apache-Spark/3.5.1 Delta-Lake/3.2.0"), commit(2, "delta-rs:py-1.6.6", ours=True)]
+    connect = ExecutionSettings(connect_url="sc://writers:15002")
+    executor, why = choose_executor(connect, spark_writer, local, spark)
+    assert executor.name == "connect" and "sc://writers:15002" in why
+    databricks = [commit(1, "Databricks-Runtime/14.3.x-scala2.12", "0612-abc")]
+    settings = ExecutionSettings(databricks=DatabricksSettings(python_wheel="/Volumes/x/deltaopt.whl"))
+    os.environ.update(DATABRICKS_HOST="https://example.invalid", DATABRICKS_TOKEN="t")
+    try:
+        executor, why = choose_executor(settings, databricks, local, spark)
+        assert executor.name == "databricks" and executor.cluster_id == "0612-abc"
+    finally:
+        del os.environ["DATABRICKS_HOST"], os.environ["DATABRICKS_TOKEN"]
+    with pytest.raises(JobSubmissionError, match="DATABRICKS_HOST and DATABRICKS_TOKEN"):
+        choose_executor(settings, databricks, local, spark)
+
+
+class _JobsApi(BaseHTTPRequestHandler):
+    requests: ClassVar[list[tuple[str, str, dict, dict]]] = []
+
+    def _reply(self, body: dict) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.requests.append(("POST", self.path, dict(self.headers), body))
+        self._reply({"run_id": 4242})
+
+    def do_GET(self) -> None:
+        self.requests.append(("GET", self.path, dict(self.headers), {}))
+        self._reply({"state": {"life_cycle_state": "TERMINATED", "result_state": "SUCCESS"}})
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_databricks_request_against_a_local_jobs_api(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    table_path = str(tmp_path / "t")
+    write_deltalake(table_path, pa.table({"x": [1, 2, 3]}))
+    server = HTTPServer(("127.0.0.1", 0), _JobsApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        settings = DatabricksSettings(python_wheel="dbfs:/wheels/deltaopt-0.1.0-py3-none-any.whl", poll_interval=0.01)
+        environ = {"DATABRICKS_HOST": f"http://127.0.0.1:{server.server_port}", "DATABRICKS_TOKEN": "secret-token"}
+        executor = DatabricksExecutor(settings, "0612-abc", environ)
+        features = FeatureSet(z=(ZFeature("x"),))
+        outcome = executor.run(OptimizeRequest(table_path, features, 128 << 20, "run123", 0))
+    finally:
+        server.shutdown()
+    (method, path, headers, body), (get_method, get_path, _, _) = _JobsApi.requests[-2:]
+    assert (method, path) == ("POST", "/api/2.1/jobs/runs/submit")
+    assert headers["Authorization"] == "Bearer secret-token"
+    (task,) = body["tasks"]
+    assert task["existing_cluster_id"] == "0612-abc"
+    assert task["libraries"] == [{"whl": "dbfs:/wheels/deltaopt-0.1.0-py3-none-any.whl"}]
+    wheel = task["python_wheel_task"]
+    assert wheel["package_name"] == "deltaopt" and wheel["entry_point"] == "deltaopt"
+    params = wheel["parameters"]
+    assert params[:3] == ["optimize", "--table", table_path]
+    assert json.loads(params[params.index("--features-json") + 1])["z"] == ["x"]
+    assert params[params.index("--run-id") + 1] == "run123"
+    assert (get_method, get_path) == ("GET", "/api/2.1/jobs/runs/get?run_id=4242")
+    assert outcome.details == {"databricks_run_id": 4242, "cluster_id": "0612-abc"}
+    assert outcome.version is None  # the fake cluster committed nothing: reported, not invented
+
+
+@pytest.mark.spark
+def test_serve_end_to_end(spark, tmp_path):
+    """The real service process: it decides to optimise data that arrives while it runs, commits a
+    clustered layout, records the decision, and stops cleanly on SIGTERM."""
+    from optimizer.skipping.extended import load_index
+    from optimizer.table import open_table
+
+    table_path = str(tmp_path / "events")
+    write_config(tmp_path, [{"name": "events", "path": table_path, "interval": 3}])
+    make_table(spark, table_path, rows=4000, files=2)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "optimizer.cli", "serve", "--config", str(tmp_path / "deltaopt.yaml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    decisions = tmp_path / "state" / "decisions.jsonl"
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not decisions.exists():
+            time.sleep(1)
+        first = json.loads(decisions.read_text().splitlines()[0])
+        assert first["action"] == "skip"  # data but no workload yet
+        make_table(spark, table_path, rows=16000, start=10**6, files=4)  # new data arrives ...
+        log_queries(table_path + "_querylog", now=datetime.now(UTC))  # ... and queries
+        optimised = None
+        while time.monotonic() < deadline and optimised is None:
+            time.sleep(1)
+            records = [json.loads(line) for line in decisions.read_text().splitlines()]
+            optimised = next((r for r in records if r["action"] == "optimize" and r.get("job")), None)
+        assert optimised is not None, records[-1]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err[-2000:]
+    assert "decision log:" in out
+    table = open_table(table_path)
+    snapshot = table.snapshot()
+    assert snapshot.num_records == 20000
+    assert optimised["job"]["version"] <= snapshot.version
+    assert load_index(table, snapshot)  # the clustered files carry extended statistics
+    history = [c.metadata.get("deltaopt", {}).get("operation") for c in table.history()]
+    assert "OPTIMIZE" in history
+
+
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory):
+    """A real Spark Connect server from pip's pyspark, on a free port."""
+    import socket
+
+    import pyspark
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = os.path.dirname(pyspark.__file__)
+    log_file = tmp_path_factory.mktemp("connect") / "server.log"
+    output = open(log_file, "w")  # noqa: SIM115 - the server writes to it for the whole module
+    process = subprocess.Popen(
+        [
+            os.path.join(home, "bin", "spark-submit"),
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--master",
+            "local[2]",
+            "--conf",
+            f"spark.connect.grpc.binding.port={port}",
+            "--conf",
+            "spark.sql.session.timeZone=UTC",
+            "spark-internal",
+        ],
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "SPARK_HOME": home},
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with socket.socket() as client:
+            if client.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.5)
+    else:
+        process.kill()
+        pytest.fail(f"Spark Connect server did not start: {log_file.read_text()[-2000:]}")
+    yield f"sc://127.0.0.1:{port}"
+    process.terminate()
+    process.wait(timeout=60)
+    output.close()
+
+
+@pytest.mark.spark
+@pytest.mark.connect
+def test_the_job_runs_through_spark_connect(service, connect_server):
+    """execution.mode=connect: the service analyses in-process and runs OPTIMIZE on the Connect server."""
+    from optimizer.service.tick import tick
+    from optimizer.table import open_table
+    from optimizer.table.fingerprint import fingerprint
+
+    ctx, table_path, _ = service
+    ctx.config = ctx.config.model_copy(
+        update={"execution": ExecutionSettings(mode="connect", connect_url=connect_server)}
+    )
+    spark = ctx.spark()
+    before = open_table(table_path).snapshot()
+    expected = fingerprint(open_table(table_path).read_files(spark, before.files, before))
+    record = tick(ctx.config.tables[0], ctx, NOW)
+    assert record["action"] == "optimize", record["reason"]
+    assert record["job"]["executor"] == "connect" and connect_server in record["job"]["where"]
+    after = open_table(table_path).snapshot()
+    assert after.version == record["job"]["version"] == 1
+    assert fingerprint(open_table(table_path).read_files(spark, after.files, after)) == expected
+
+
+@pytest.mark.spark
+def test_estimate_and_status_on_the_command_line(service, capsys):
+    from optimizer.cli import main
+
+    _, table_path, tmp_path = service
+    config = str(tmp_path / "deltaopt.yaml")
+    log_queries(table_path + "_querylog", now=datetime.now(UTC))  # the CLI decides on the real clock
+    assert main(["estimate", "--config", config, "--json"]) == 0
+    decision = json.loads(capsys.readouterr().out)
+    assert decision["action"] == "optimize" and decision["new_files"] == 6
+    assert decision["cost"]["seconds"] > 0 and decision["benefit"]["p_after"] < decision["benefit"]["p_before"]
+    assert {layout["layout"] for layout in decision["layouts"]} == {"as analysed"}
+    assert main(["status", "--config", config]) == 0
+    assert "unclustered" in capsys.readouterr().out
