@@ -49,7 +49,7 @@ def write_config(root: Path, table_path: Path) -> Path:
         "spark": {"master": "local[*]", "shuffle_partitions": 8},
         "defaults": {
             "min_new_bytes": "4MiB",
-            "target_file_size": "2MiB",
+            "target_file_size": "1MiB",
             "sample_rows": 50000,
             "min_sop_frequency": 0.05,
             "cost_per_mb_read": 0.05,
