@@ -24,7 +24,7 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str, sort_keys=True))
 
 
-def _spark(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _spark(args: argparse.Namespace):
     from optimizer.config import SparkSettings, load_config
     from optimizer.runtime import build_session
 
@@ -68,7 +68,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.workdir, scale=args.scale, parts=args.parts, fresh=not args.keep)
 
 
-def _querylog_target(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _querylog_target(args: argparse.Namespace):
     """The log table and SQL context from --config/--table, or from --log alone."""
     from optimizer.config import load_config
     from optimizer.querylog_context import sql_context
@@ -125,7 +125,7 @@ def cmd_querylog_quarantine(args: argparse.Namespace) -> int:
     return 0
 
 
-def _configured_table(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _configured_table(args: argparse.Namespace):
     from optimizer.config import load_config
 
     config = load_config(args.config)
@@ -136,7 +136,7 @@ def _configured_table(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return config, config.tables[0]
 
 
-def _watched(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _watched(args: argparse.Namespace):
     """(config, table settings, Spark, Delta table, query log) of the configured table in `args`."""
     from optimizer.runtime import build_session
     from optimizer.table import open_table

@@ -245,7 +245,7 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as err:
-        lines = [_describe(e) for e in err.errors(include_url=False)]
+        lines = [_describe(dict(e)) for e in err.errors(include_url=False)]
         raise ConfigError(f"{source}: invalid configuration\n  " + "\n  ".join(lines)) from err
 
 

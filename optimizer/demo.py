@@ -32,7 +32,7 @@ def _say(message: str) -> None:
     print(f"[demo] {message}", flush=True)
 
 
-def load_part(spark, table, part_file: Path, files_per_part: int = 4):  # type: ignore[no-untyped-def]
+def load_part(spark, table, part_file: Path, files_per_part: int = 4):
     """Append one generated lineitem increment as `files_per_part` small files (like a streaming writer)."""
     df = spark.read.parquet(str(part_file)).repartition(files_per_part)
     if not table.exists():
@@ -74,7 +74,7 @@ def record_workload(log_path: str, spill: Path, count: int, seed: int, now: date
             recorder.record_sql(sql, ts=now - timedelta(minutes=count - i))
 
 
-def _show(record: dict) -> None:  # type: ignore[type-arg]
+def _show(record: dict) -> None:
     _say(f"tick: {record['action'].upper()} - {record['reason']}")
     job = record.get("job")
     if job:

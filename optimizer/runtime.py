@@ -148,6 +148,6 @@ def runtime_info(spark: SparkSession, settings: SparkSettings | None = None) -> 
     if mode == "connect":
         master = settings.connect_url or "sc://"
     else:
-        master = spark.sparkContext.master
+        master = spark.sparkContext.master or settings.master
         mode = "embedded" if master.startswith("local") else "cluster"
     return RuntimeInfo(mode=mode, master=master, spark_version=spark.version, delta_jvm=delta_jvm_available(spark))

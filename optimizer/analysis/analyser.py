@@ -276,8 +276,8 @@ def _split(
     limit = thresholds.max_z_features if kind == "Z" else thresholds.max_sop_features
     chosen = [str(v) for v in walk.primary]
     additional: list[str] = []
-    for vertex in chosen:
-        report(vertex, primary, chosen_reason(vertex))
+    for name in chosen:
+        report(name, primary, chosen_reason(name))
     for vertex, (correlated_with, index) in walk.correlated.items():
         additional.append(str(vertex))
         report(
@@ -289,7 +289,7 @@ def _split(
         )
     for vertex in walk.unvisited:
         additional.append(str(vertex))
-        if frequency[vertex] < min_frequency:
+        if frequency[str(vertex)] < min_frequency:
             reason = f"infrequent (share < gamma={thresholds.min_sop_frequency}); statistics only"
         else:
             reason = f"over the limit of {limit} {kind} features; statistics only"

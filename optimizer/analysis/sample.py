@@ -49,17 +49,18 @@ class Evaluation:
     rows: int = 0
 
 
-def _check(sample: DataFrame, text: str, as_predicate: bool) -> tuple[Column | None, str | None]:
+def _check(sample: DataFrame, text: str, as_predicate: bool) -> Column | str:
+    """The feature's column, or why it is not evaluable."""
     try:
         column = predicate_bit(text) if as_predicate else expression_column(text)
         field_type = sample.select(column.alias("v")).schema["v"].dataType.simpleString()
     except QueryLogError as err:
-        return None, f"not evaluable: {err}"
+        return f"not evaluable: {err}"
     except Exception as err:  # Spark's AnalysisException/ParseException: the reason is recorded
-        return None, f"not evaluable: {analysis_error(err)}"
+        return f"not evaluable: {analysis_error(err)}"
     if not as_predicate and field_type.startswith(UNORDERED_TYPES):
-        return None, f"not evaluable: values of type {field_type} have no order"
-    return column, None
+        return f"not evaluable: values of type {field_type} have no order"
+    return column
 
 
 def evaluate(sample: DataFrame, z_expressions: Sequence[str], sop_predicates: Sequence[str]) -> Evaluation:
@@ -69,9 +70,9 @@ def evaluate(sample: DataFrame, z_expressions: Sequence[str], sop_predicates: Se
     names: dict[str, tuple[str, str]] = {}  # output column -> (kind, feature)
     for kind, texts in (("z", z_expressions), ("sop", sop_predicates)):
         for text in texts:
-            column, problem = _check(sample, text, as_predicate=kind == "sop")
-            if problem is not None:
-                failures[text] = problem
+            column = _check(sample, text, as_predicate=kind == "sop")
+            if isinstance(column, str):
+                failures[text] = column
                 continue
             name = f"c{len(names)}"
             names[name] = (kind, text)

@@ -139,8 +139,8 @@ def cluster(vectors: Sequence[tuple[int, int]], weights: Sequence[float], min_si
             set_best(k, values)
         for x in orphans:
             set_best(int(x), deltas(int(x)))
-    for i in ids:
-        result.append(SopPartition(int(vec[i]), int(counts[i]), tuple(sorted(members[i]))))
+    for row in ids:
+        result.append(SopPartition(int(vec[row]), int(counts[row]), tuple(sorted(members[row]))))
     return result
 
 

@@ -26,7 +26,7 @@ from sqlglot import exp
 from optimizer.skipping.values import NULL, Unknown, constant, literal_family
 from querylog.predicates.tree import rendered
 
-OPS = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+OPS: dict[type[exp.Expr], str] = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,14 @@ from querylog.predicates.tree import column_path, is_constant, rendered
 
 MAYBE = (True, True)
 NEVER = (False, False)  # e.g. a comparison in a file where the value is always NULL
-FLIP = {exp.LT: exp.GT, exp.LTE: exp.GTE, exp.GT: exp.LT, exp.GTE: exp.LTE, exp.EQ: exp.EQ, exp.NEQ: exp.NEQ}
+FLIP: dict[type[exp.Expr], type[exp.Expr]] = {
+    exp.LT: exp.GT,
+    exp.LTE: exp.GTE,
+    exp.GT: exp.LT,
+    exp.GTE: exp.LTE,
+    exp.EQ: exp.EQ,
+    exp.NEQ: exp.NEQ,
+}
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ class Snapshot:
     def arrow_schema(self) -> pa.Schema:
         from deltalake import Schema
 
-        return Schema.from_json(self.schema_json).to_arrow()  # type: ignore[return-value]
+        return Schema.from_json(self.schema_json).to_arrow()
 
 
 @dataclass(frozen=True)

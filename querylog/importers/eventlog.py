@@ -58,7 +58,7 @@ def _open_bytes(path: Path) -> bytes:
         return gzip.decompress(data)
     if path.suffix in (".zstd", ".zst"):
         try:
-            import zstandard  # type: ignore[import-not-found]
+            import zstandard
         except ImportError as err:
             raise ImportSourceError(
                 f"{path} is zstd-compressed: pip install zstandard, or run `zstd -d` first"
@@ -66,7 +66,7 @@ def _open_bytes(path: Path) -> bytes:
         return zstandard.ZstdDecompressor().decompressobj().decompress(data)
     if path.suffix == ".lz4":
         try:
-            import lz4.frame  # type: ignore[import-not-found]
+            import lz4.frame
         except ImportError as err:
             raise ImportSourceError(f"{path} is lz4-compressed: pip install lz4, or decompress it first") from err
         return lz4.frame.decompress(data)

@@ -52,7 +52,9 @@ def parse_read_schema(text: str) -> dict[str, str]:
 def _split_top(text: str, separator: str, opening: str = "([", closing: str = ")]") -> list[str]:
     """Split at `separator` outside brackets (type strings also nest in ``<>``; filters do not, they
     contain comparison operators)."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char in opening:
             depth += 1

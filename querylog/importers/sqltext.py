@@ -59,7 +59,7 @@ def split_statements(text: str) -> list[Statement]:
         tokens = tokenizer.tokenize(text)
     except TokenError:
         return _split_on_lines(text)
-    statements = []
+    statements: list[Statement] = []
     start = 0
     start_line = 1
     for token in tokens:
@@ -137,23 +137,14 @@ def _restamp(
 ) -> Captured:
     """A cached capture re-issued for another occurrence of the same text: new id, time, location."""
     qid = query_id or uuid.uuid4().hex
-    scans = tuple(
-        dataclasses.replace(
-            s,
-            query_id=qid,
-            ts=ts,
-            **(
-                {}
-                if metrics is None or len(captured.scans) != 1
-                else {
-                    "bytes_scanned": metrics.bytes_scanned,
-                    "files_scanned": metrics.files_scanned,
-                    "duration_ms": metrics.duration_ms,
-                }
-            ),
-        )
-        for s in captured.scans
-    )
+    measured: dict[str, Any] = {}
+    if metrics is not None and len(captured.scans) == 1:
+        measured = {
+            "bytes_scanned": metrics.bytes_scanned,
+            "files_scanned": metrics.files_scanned,
+            "duration_ms": metrics.duration_ms,
+        }
+    scans = tuple(dataclasses.replace(s, query_id=qid, ts=ts, **measured) for s in captured.scans)
     quarantined = tuple(dataclasses.replace(q, ts=ts, location=location) for q in captured.quarantined)
     return Captured(scans, quarantined)
 

@@ -128,7 +128,7 @@ def classify_text(text: str) -> Conjunct:
     )
 
 
-def _template(text: str, tokens: list) -> _Template | None:  # type: ignore[type-arg]
+def _template(text: str, tokens: list) -> _Template | None:
     """The template of canonical `text`; None when `text` is not what its canonical rendering is."""
     conjunct = classify(parse_canonical(text))
     if conjunct.z is None:
