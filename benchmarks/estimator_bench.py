@@ -37,20 +37,7 @@ from querylog.records import ScanRecord
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 Z = ("l_shipdate", "l_extendedprice", "l_quantity")
-SOP = (
-    "l_shipmode IN ('MAIL', 'SHIP')",
-    "l_returnflag = 'R'",
-    "l_linestatus = 'F'",
-    "l_comment LIKE '%furiously%'",
-    "l_shipinstruct = 'DELIVER IN PERSON'",
-    "MONTH(l_shipdate) = 12",
-    "l_discount > 0.08",
-    "l_tax = 0",
-    "l_comment LIKE '%ironic%'",
-    "l_shipmode = 'RAIL'",
-    "NOT l_shipmode IN ('AIR', 'REG AIR')",
-    "DAYOFWEEK(l_receiptdate) = 1",
-)
+SOP = tpch.LINEITEM_SOP_FEATURES
 
 
 def workload(count: int) -> list[ScanRecord]:

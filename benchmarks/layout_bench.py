@@ -48,19 +48,7 @@ from querylog.records import ScanRecord
 from querylog.store import QueryLogTable
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
-FIGURE_4_2_FEATURES = (
-    "l_shipmode IN ('MAIL', 'SHIP')",
-    "l_returnflag = 'R'",
-    "l_linestatus = 'F'",
-    "l_comment LIKE '%furiously%'",
-    "l_shipinstruct = 'DELIVER IN PERSON'",
-    "MONTH(l_shipdate) = 12",
-    "l_discount > 0.08",
-    "l_tax = 0",
-    "l_comment LIKE '%ironic%'",
-    "l_quantity > 45",
-    "NOT l_shipmode IN ('AIR', 'REG AIR')",
-)
+FIGURE_4_2_FEATURES = tpch.LINEITEM_SOP_FEATURES
 
 
 def workload(queries: int) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:

@@ -51,6 +51,21 @@ FIXED_PREDICATES: tuple[tuple[str, float], ...] = (
     ("l_comment LIKE '%furiously%'", 0.12),
     ("l_shipinstruct = 'DELIVER IN PERSON'", 0.10),
 )
+# Twelve recurring predicates over lineitem, for experiments that vary the number of SOP features.
+LINEITEM_SOP_FEATURES: tuple[str, ...] = (
+    "l_shipmode IN ('MAIL', 'SHIP')",
+    "l_returnflag = 'R'",
+    "l_linestatus = 'F'",
+    "l_comment LIKE '%furiously%'",
+    "l_shipinstruct = 'DELIVER IN PERSON'",
+    "MONTH(l_shipdate) = 12",
+    "l_discount > 0.08",
+    "l_tax = 0",
+    "l_comment LIKE '%ironic%'",
+    "l_shipmode = 'RAIL'",
+    "NOT l_shipmode IN ('AIR', 'REG AIR')",
+    "DAYOFWEEK(l_receiptdate) = 1",
+)
 READ_COLUMNS = ("l_orderkey", "l_extendedprice", "l_discount", "l_quantity", "l_tax", "l_partkey")
 
 

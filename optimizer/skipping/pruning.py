@@ -27,20 +27,12 @@ from sqlglot import exp
 from optimizer.skipping.filestats import Bounds, FileStats
 from optimizer.skipping.implication import implies
 from optimizer.skipping.values import NULL, Unknown, constant
-from querylog.predicates.normalize import SAFE_PASSES, normalize_conjuncts, parse_canonical, sql
+from querylog.predicates.normalize import FLIPPED, SAFE_PASSES, normalize_conjuncts, parse_canonical, sql
 from querylog.predicates.parse import parse_condition
 from querylog.predicates.tree import column_path, is_constant, rendered
 
 MAYBE = (True, True)
 NEVER = (False, False)  # e.g. a comparison in a file where the value is always NULL
-FLIP: dict[type[exp.Expr], type[exp.Expr]] = {
-    exp.LT: exp.GT,
-    exp.LTE: exp.GTE,
-    exp.GT: exp.LT,
-    exp.GTE: exp.LTE,
-    exp.EQ: exp.EQ,
-    exp.NEQ: exp.NEQ,
-}
 
 
 @dataclass(frozen=True)
@@ -129,7 +121,7 @@ def _leaf(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
     try:
         if isinstance(node, exp.Boolean):
             return (True, False) if node.this else (False, True)
-        if type(node) in FLIP:
+        if type(node) in FLIPPED:
             return _comparison(node, stats)
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
             return _is_null(node.this, stats)
@@ -148,7 +140,7 @@ def _oriented(node: exp.Expr) -> tuple[exp.Expr, type[exp.Expr], exp.Expr] | Non
     if "deltaopt.oriented" not in node.meta:
         left, right, kind = node.this, node.expression, type(node)
         if is_constant(left) and not is_constant(right):
-            left, right, kind = right, left, FLIP[kind]
+            left, right, kind = right, left, FLIPPED[kind]
         node.meta["deltaopt.oriented"] = (left, kind, right) if is_constant(right) else None
     return node.meta["deltaopt.oriented"]
 
