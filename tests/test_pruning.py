@@ -294,14 +294,7 @@ def stats_for(rows: list[dict[str, Any]], writer: str = "ours", path: str = "f")
     return file_stats(foreign(rows, path), TYPES, None)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    rows=st.lists(row_strategy(), min_size=1, max_size=24),
-    cuts=st.lists(st.integers(0, 24), max_size=5),
-    predicate=predicate_strategy(),
-    writer=st.sampled_from(["ours", "foreign"]),
-)
-def test_a_file_with_a_matching_row_is_never_skipped(rows, cuts, predicate, writer):
+def _check_soundness(rows: list[dict[str, Any]], cuts: list[int], predicate: tuple[str, Any], writer: str) -> None:
     text, oracle = predicate
     bounds = sorted({0, len(rows), *[c % (len(rows) + 1) for c in cuts]})
     prepared = prepare(text)
@@ -309,6 +302,28 @@ def test_a_file_with_a_matching_row_is_never_skipped(rows, cuts, predicate, writ
         part = rows[start:end]
         if part and any(oracle(r) is True for r in part):
             assert might_match(prepared, stats_for(part, writer, f"f{n}")), (text, writer, part)
+
+
+SOUNDNESS_CASES = {
+    "rows": st.lists(row_strategy(), min_size=1, max_size=24),
+    "cuts": st.lists(st.integers(0, 24), max_size=5),
+    "predicate": predicate_strategy(),
+    "writer": st.sampled_from(["ours", "foreign"]),
+}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**SOUNDNESS_CASES)
+def test_a_file_with_a_matching_row_is_never_skipped(rows, cuts, predicate, writer):
+    _check_soundness(rows, cuts, predicate, writer)
+
+
+@pytest.mark.slow
+@settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**SOUNDNESS_CASES)
+def test_soundness_on_many_more_examples(rows, cuts, predicate, writer):
+    """The same property with 5000 examples (`make test-slow`)."""
+    _check_soundness(rows, cuts, predicate, writer)
 
 
 # ---- targeted cases --------------------------------------------------------------------------------------
