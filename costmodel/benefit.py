@@ -26,6 +26,7 @@ from datetime import datetime
 from optimizer.analysis.workload import recency_weight
 from optimizer.skipping.filestats import FileStats
 from optimizer.skipping.pruning import Predicate, column_names_of, might_match, prepare
+from querylog.errors import PredicateError
 from querylog.records import ScanRecord
 
 MB = 1e6
@@ -71,7 +72,10 @@ def workload_queries(records: Sequence[ScanRecord], now: datetime, half_life: fl
         weights[key] = weights.get(key, 0.0) + recency_weight(record.ts, now, half_life)
     queries = []
     for (filters, columns), weight in weights.items():
-        predicate = prepare(" AND ".join(f"({f})" for f in filters) if filters else None)
+        try:
+            predicate = prepare(" AND ".join(f"({f})" for f in filters) if filters else None)
+        except PredicateError:  # a malformed log row: the analysis counted it, the replay skips it
+            continue
         read = None if not columns or "*" in columns else frozenset(columns) | set(column_names_of(predicate))
         queries.append(Query(predicate, frozenset(read) if read is not None else None, weight))
     return queries

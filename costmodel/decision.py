@@ -248,6 +248,7 @@ def benefit_of(
 def _summary(analysis: Analysis) -> dict[str, object]:
     return {
         "scans": analysis.scans,
+        "malformed_rows": analysis.malformed_rows,
         "sample_rows": analysis.sample_rows,
         "candidates": [{"feature": c.feature, "role": c.role.value, "reason": c.reason} for c in analysis.candidates],
     }

@@ -218,3 +218,10 @@ def test_analyse_table_end_to_end(spark, tmp_path):
     assert [f.predicate for f in result.features.sop] == ["s LIKE '%x%'"]
     assert "my_udf()" in roles["MY_UDF(s) = 1"].reason
     assert 4000 <= result.sample_rows <= 5000
+
+
+def test_malformed_log_rows_are_skipped_and_counted():
+    rows = scans(*[[f"a > {i}"] for i in range(10)], ["a >>> 3"], ["NOT (("])
+    result = analyse("t", rows, fixed_evaluator({"a": np.arange(100)}, {}), Thresholds(), NOW)
+    assert result.malformed_rows == 2 and result.scans == 10
+    assert [f.expression for f in result.features.z] == ["a"]

@@ -66,12 +66,14 @@ class Analysis:
     features: FeatureSet
     candidates: tuple[CandidateReport, ...]
     seconds: dict[str, float] = field(default_factory=dict)
+    malformed_rows: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {
             "table": self.table,
             "scans": self.scans,
             "unfiltered_scans": self.unfiltered_scans,
+            "malformed_rows": self.malformed_rows,
             "window": [self.window_start, self.window_end],
             "sample_rows": self.sample_rows,
             "features": self.features.as_dict(),
@@ -123,6 +125,7 @@ def analyse(
         features=features,
         candidates=tuple(reports),
         seconds={k: round(v, 4) for k, v in seconds.items()},
+        malformed_rows=workload.malformed,
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from querylog.errors import PredicateError
 from querylog.predicates.classify import classify_text
 from querylog.records import ScanRecord
 
@@ -50,6 +51,7 @@ class Workload:
     predicates: dict[str, PredicateUse]
     first: datetime | None
     last: datetime | None
+    malformed: int = 0  # rows whose filters do not parse: skipped and counted
 
     def share(self, frequency: float) -> float:
         return frequency / self.weight if self.weight else 0.0
@@ -68,7 +70,13 @@ def summarize(records: Iterable[ScanRecord], now: datetime, half_life_seconds: f
     total = 0.0
     first: datetime | None = None
     last: datetime | None = None
+    malformed = 0
     for record in records:
+        try:
+            conjuncts = {text: classify_text(text) for text in set(record.filters)}
+        except PredicateError:  # written by something else; one bad row never stops the analysis
+            malformed += 1
+            continue
         scans += 1
         weight = recency_weight(record.ts, now, half_life_seconds)
         total += weight
@@ -77,8 +85,7 @@ def summarize(records: Iterable[ScanRecord], now: datetime, half_life_seconds: f
         if not record.filters:
             unfiltered += 1
         used: dict[str, ZCandidate] = {}
-        for text in set(record.filters):
-            conjunct = classify_text(text)
+        for text, conjunct in conjuncts.items():
             use = predicates.get(text)
             if use is None:
                 use = predicates[text] = PredicateUse(text, z_expression=conjunct.z.expression if conjunct.z else None)
@@ -94,7 +101,7 @@ def summarize(records: Iterable[ScanRecord], now: datetime, half_life_seconds: f
         for candidate in used.values():
             candidate.frequency += weight
             candidate.scans += 1
-    return Workload(scans, total, unfiltered, z, predicates, first, last)
+    return Workload(scans, total, unfiltered, z, predicates, first, last, malformed)
 
 
 def sop_candidates(workload: Workload, z_kept: set[str]) -> dict[str, PredicateUse]:
