@@ -169,3 +169,32 @@ def test_losing_a_race_commits_nothing(spark, tmp_path):
         optimize(spark, table, LAYOUTS["sop"], target_file_size=1 << 20, files=stale.files, snapshot=stale)
     assert table.snapshot().version == winner.version
     assert table.snapshot().num_records == 200
+
+
+def test_partitioned_tables_keep_rows_and_partition_values(spark, tmp_path):
+    """Rows stay in their partitions, counted and hashed per partition; pruning uses partition values."""
+    from pyspark.sql import functions as F
+
+    table = open_table(str(tmp_path / "parted"))
+    frame = (
+        spark.range(3000)
+        .withColumn(
+            "region", F.element_at(F.array(F.lit("EU"), F.lit("US"), F.lit("APAC")), (F.col("id") % 3 + 1).cast("int"))
+        )
+        .withColumn("x", (F.col("id") * 37) % 500)
+        .repartition(6)
+    )
+    before = table.create(spark, frame, partition_by=["region"])
+    assert before.partition_columns == ("region",)
+    expected = fingerprint(table.read_files(spark, before.files, before))
+    optimize(spark, table, FeatureSet(z=(ZFeature("x"),)), target_file_size=8000)
+    after = table.snapshot()
+    assert fingerprint(table.read_files(spark, after.files, after)) == expected
+    assert {f.partition_values["region"] for f in after.files} == {"EU", "US", "APAC"}
+    per_partition = table.read_files(spark, after.files, after).groupBy("region").count().collect()
+    assert {r["region"]: r["count"] for r in per_partition} == {"EU": 1000, "US": 1000, "APAC": 1000}
+    us_only = plan_scan(table, "region = 'US'")
+    assert us_only.files and all(f.partition_values["region"] == "US" for f in us_only.files)
+    assert read(spark, table, where="region = 'US' AND x < 100").count() == (
+        table.read_files(spark, after.files, after).filter("region = 'US' AND x < 100").count()
+    )
