@@ -61,21 +61,24 @@ class _DeltaStore:
         except (DeltaError, OSError, ValueError) as err:
             raise LogTableError(f"cannot read {self.uri}: {err}") from err
 
-    def exists(self) -> bool:
+    def _open_existing(self) -> DeltaTable | None:
+        """The table, or None when there is none yet (the log is created by its first append)."""
         try:
-            self._open()
+            return self._open()
         except LogTableError:
-            return False
-        return True
+            return None
+
+    def exists(self) -> bool:
+        return self._open_existing() is not None
 
     def version(self) -> int | None:
-        return self._open().version() if self.exists() else None
+        table = self._open_existing()
+        return None if table is None else table.version()
 
     def committed_batch(self, app_id: str) -> int | None:
         """Highest batch number `app_id` committed (Delta txn), None if it never did."""
-        if not self.exists():
-            return None
-        return self._open().transaction_version(app_id)
+        table = self._open_existing()
+        return None if table is None else table.transaction_version(app_id)
 
     def _append(self, data: pa.Table, app_id: str | None, batch: int | None) -> None:
         transactions = [Transaction(app_id, batch)] if app_id is not None and batch is not None else None
@@ -94,9 +97,9 @@ class _DeltaStore:
             raise LogTableError(f"cannot append to {self.uri}: {err}") from err
 
     def _read(self, filters: pc.Expression | None = None) -> pa.Table:
-        if not self.exists():
+        table = self._open_existing()
+        if table is None:
             return self.schema.empty_table()
-        table = self._open()
         self._check_schema(table)
         return _plain_strings(table.to_pyarrow_dataset().to_table(filter=filters))
 
@@ -134,9 +137,9 @@ class QueryLogTable(_DeltaStore):
 
     def tail(self, after_version: int | None, table_id: str | None = None) -> Tail:
         """Rows appended by commits after `after_version` (all rows when None), and the version read."""
-        if not self.exists():
+        table = self._open_existing()
+        if table is None:
             return Tail((), after_version)
-        table = self._open()
         current = table.version()
         start = 0 if after_version is None else after_version + 1
         if start > current:
