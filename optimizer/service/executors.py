@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from optimizer.config import DatabricksSettings, ExecutionSettings, SparkSettings
 from optimizer.errors import JobSubmissionError
 from optimizer.features import FeatureSet
-from optimizer.table.access import Commit
+from optimizer.table.access import Commit, commit_of_run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -241,14 +241,10 @@ class DatabricksExecutor:
             )
         from optimizer.table import open_table
 
-        committed = [
-            c
-            for c in open_table(request.table_path).history(request.read_version + 1)
-            if (c.metadata.get("deltaopt") or {}).get("runId") == request.run_id
-        ]
+        committed = commit_of_run(open_table(request.table_path).history(request.read_version + 1), request.run_id)
         return JobOutcome(
             self.name,
-            committed[0].version if committed else None,
+            committed.version if committed else None,
             seconds=round(time.perf_counter() - started, 3),
             details={"databricks_run_id": run_id, "cluster_id": self.cluster_id},
         )
@@ -256,7 +252,7 @@ class DatabricksExecutor:
 
 def writer_of(commits: Sequence[Commit]) -> Commit | None:
     """The latest commit that wrote data (not one of deltaopt's own rewrites)."""
-    writers = [c for c in commits if (c.metadata.get("deltaopt") or {}).get("operation") != "OPTIMIZE"]
+    writers = [c for c in commits if not c.is_deltaopt_optimize]
     return writers[-1] if writers else None
 
 

@@ -32,6 +32,7 @@ from optimizer.service.decisions import DecisionLog
 from optimizer.service.executors import Executor, OptimizeRequest, choose_executor
 from optimizer.service.state import RunInProgress, StateStore, TableState
 from optimizer.table import open_table
+from optimizer.table.access import commit_of_run
 from querylog.errors import QueryLogError
 from querylog.store import QueryLogTable
 
@@ -93,12 +94,11 @@ def _tick(
 ) -> TableState:
     delta = open_table(table.path)
     state = _settle_run(delta, state, record)
-    tail = QueryLogTable(table.query_log_path).tail(state.log_version, table.identity)
+    log_table = QueryLogTable(table.query_log_path)
+    tail = log_table.tail(state.log_version, table.identity)
     record["new_queries"] = len(tail.records)
     state = state.with_(log_version=tail.version)
-    decision = estimate(
-        ctx.spark(), delta, table.identity, QueryLogTable(table.query_log_path), table.thresholds, ctx.cost_model, now
-    )
+    decision = estimate(ctx.spark(), delta, table.identity, log_table, table.thresholds, ctx.cost_model, now)
     record.update(decision.as_dict())
     record.pop("table", None)
     record["table"] = table.name
@@ -138,10 +138,9 @@ def _settle_run(delta: Any, state: TableState, record: dict[str, Any]) -> TableS
     committing, which left the table unchanged; either way the state moves on."""
     if state.run is None:
         return state
-    commits = delta.history(state.run.read_version + 1)
-    landed = [c for c in commits if (c.metadata.get("deltaopt") or {}).get("runId") == state.run.run_id]
-    if landed:
-        record["previous_run"] = f"run {state.run.run_id} committed version {landed[0].version}"
-        return state.with_(run=None, last_optimized_version=landed[0].version)
+    landed = commit_of_run(delta.history(state.run.read_version + 1), state.run.run_id)
+    if landed is not None:
+        record["previous_run"] = f"run {state.run.run_id} committed version {landed.version}"
+        return state.with_(run=None, last_optimized_version=landed.version)
     record["previous_run"] = f"run {state.run.run_id} died before committing; the table is unchanged"
     return state.with_(run=None)

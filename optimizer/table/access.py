@@ -69,6 +69,9 @@ class Snapshot:
         return Schema.from_json(self.schema_json).to_arrow()
 
 
+CUSTOM_METADATA_KEY = "deltaopt"  # deltaopt's own commit metadata travels under this commitInfo key
+
+
 @dataclass(frozen=True)
 class Commit:
     """One entry of the table history (commitInfo)."""
@@ -80,6 +83,22 @@ class Commit:
     engine: str | None  # engineInfo, e.g. "Apache-Spark/3.5.0 Delta-Lake/3.1.0" or "delta-rs:py-1.6.6"
     cluster_id: str | None  # Databricks writes clusterId
     metadata: Mapping[str, Any]  # every other commitInfo key, including our own custom metadata
+
+    @property
+    def deltaopt(self) -> Mapping[str, Any]:
+        """The metadata deltaopt committed with this commit; empty for every other writer's commits."""
+        ours = self.metadata.get(CUSTOM_METADATA_KEY)
+        return ours if isinstance(ours, Mapping) else {}
+
+    @property
+    def is_deltaopt_optimize(self) -> bool:
+        return self.deltaopt.get("operation") == "OPTIMIZE"
+
+
+def commit_of_run(commits: Sequence[Commit], run_id: str) -> Commit | None:
+    """The commit an OPTIMIZE run with `run_id` made, if it is among `commits`: how a run that was
+    handed to another process (or died) is found to have committed."""
+    return next((c for c in commits if c.deltaopt.get("runId") == run_id), None)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
 
 from optimizer import errors
-from optimizer.table.access import Commit, DataFile, Snapshot, StagedFile
+from optimizer.table.access import CUSTOM_METADATA_KEY, Commit, DataFile, Snapshot, StagedFile
 from optimizer.table.stats import collect_file_stats, data_columns, delta_stats_json, stats_columns
 
 if TYPE_CHECKING:
@@ -405,7 +405,7 @@ def _custom(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """Our commit metadata travels under one key so it never collides with commitInfo fields."""
     if not metadata:
         return None
-    return {"deltaopt": json.loads(json.dumps(metadata, default=str))}
+    return {CUSTOM_METADATA_KEY: json.loads(json.dumps(metadata, default=str))}
 
 
 def _data_files(table: DeltaTable) -> list[DataFile]:

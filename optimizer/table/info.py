@@ -49,11 +49,7 @@ def table_info(table: DeltaRsTable) -> TableInfo:
     index = load_index(table, snapshot)
     clustered = [f for f in snapshot.files if f.path in index]
     history = table.history(max(snapshot.version - 100, 0))
-    optimizes = [
-        c.version
-        for c in history
-        if isinstance(c.metadata.get("deltaopt"), dict) and c.metadata["deltaopt"].get("operation") == "OPTIMIZE"
-    ]
+    optimizes = [c.version for c in history if c.is_deltaopt_optimize]
     return TableInfo(
         uri=table.uri,
         version=snapshot.version,
