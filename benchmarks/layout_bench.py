@@ -29,7 +29,7 @@ from pathlib import Path
 
 from benchmarks.common import table, write_report
 from costmodel.cost import DEFAULT_MODEL
-from costmodel.decision import benefit_of, candidate_layouts
+from costmodel.decision import candidate_layouts, layout_benefit, layout_cost, workload_replay
 from optimizer import tpch
 from optimizer.analysis import analyse_table
 from optimizer.analysis.sample import sample_frame
@@ -137,23 +137,14 @@ def run(scale: float = 1.0, queries: int = 200) -> dict[str, object]:
         layouts.append((name, lineitem, result.seconds.get("total", 0.0)))
     sample = sample_frame(spark, base, snapshot, snapshot.files, thresholds.sample_rows).cache()
     records = log.read("lineitem")
+    replay = workload_replay(base, snapshot, snapshot.files, records, thresholds, NOW)
     estimates = {
-        names.get(name, f"combined, {name}"): benefit_of(
-            base, snapshot, snapshot.files, chosen, sample, records, thresholds, NOW
-        )
+        names.get(name, f"combined, {name}"): layout_benefit(replay, snapshot, chosen, sample, thresholds)
         for name, chosen in candidates.items()
     }
     picked = max(
         estimates,
-        key=lambda n: (
-            estimates[n].benefit
-            - DEFAULT_MODEL.predict(
-                snapshot.total_bytes,
-                len(variants[n].z),
-                len(variants[n].sop),
-                len(variants[n].z_add) + len(variants[n].sop_add),
-            ).seconds
-        ),
+        key=lambda n: estimates[n].benefit - layout_cost(DEFAULT_MODEL, snapshot.total_bytes, variants[n]).seconds,
     )
     unordered = load("combined_clustering_order")
     optimize(spark, unordered, features, target, order_ids=False)

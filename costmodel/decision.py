@@ -11,21 +11,21 @@ fixed rule. Every number that went into the decision is in the returned record.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from costmodel.benefit import BenefitEstimate, estimate_benefit, expected_queries, workload_queries
+from costmodel.benefit import BenefitEstimate, Query, estimate_benefit, expected_queries, workload_queries
 from costmodel.cost import CostEstimate, CostModel
 from costmodel.virtual_files import bytes_per_row, virtual_files
 from optimizer.analysis.analyser import Analysis, analyse
 from optimizer.analysis.sample import evaluate, sample_frame
 from optimizer.config import Thresholds
 from optimizer.features import FeatureSet
-from optimizer.skipping.extended import load_index
-from optimizer.skipping.filestats import file_stats, table_column_types
-from optimizer.skipping.scan import column_sizes
+from optimizer.skipping.extended import ExtendedStats, load_index
+from optimizer.skipping.filestats import FileStats
+from optimizer.skipping.scan import column_sizes, table_file_stats
 from optimizer.table.access import DataFile, Snapshot
 from querylog.records import ScanRecord
 
@@ -85,7 +85,7 @@ def estimate(
     clock = time.perf_counter()
     snapshot = table.snapshot()
     index = load_index(table, snapshot)
-    new = list(files) if files is not None else [f for f in snapshot.files if f.path not in index]
+    new = list(files) if files is not None else [f for f in snapshot.files if f.path not in index]  # unclustered
     new_bytes = sum(f.size for f in new)
     base: dict[str, Any] = {
         "table": table_id,
@@ -116,12 +116,13 @@ def estimate(
             )
         clock = time.perf_counter()
         candidates = candidate_layouts(features) if thresholds.compare_layouts else [("as analysed", features)]
+        replay = workload_replay(table, snapshot, new, records, thresholds, now, index)
         evaluated = [
             LayoutEstimate(
                 name,
                 layout,
-                _cost(cost_model, new_bytes, layout),
-                benefit_of(table, snapshot, new, layout, sample, records, thresholds, now),
+                layout_cost(cost_model, new_bytes, layout),
+                layout_benefit(replay, snapshot, layout, sample, thresholds),
             )
             for name, layout in candidates
         ]
@@ -204,8 +205,66 @@ def candidate_layouts(features: FeatureSet) -> list[tuple[str, FeatureSet]]:
     return candidates
 
 
-def _cost(model: CostModel, new_bytes: int, features: FeatureSet) -> CostEstimate:
+def layout_cost(model: CostModel, new_bytes: int, features: FeatureSet) -> CostEstimate:
     return model.predict(new_bytes, len(features.z), len(features.sop), len(features.z_add) + len(features.sop_add))
+
+
+@dataclass(frozen=True)
+class WorkloadReplay:
+    """The workload and the files to rewrite as they are now: what every candidate layout of those
+    files is measured against. Built once per decision (extended-stats index, footers, parsed filters,
+    query projection); only the virtual files differ between layouts."""
+
+    current: tuple[FileStats, ...]  # statistics of the files to rewrite
+    current_bytes: Mapping[str, Mapping[str, int]]  # their column sizes, from the footers
+    bytes_per_row: Mapping[str, float]  # per column, for the virtual files
+    target_files: int  # as many virtual files as the job would write
+    queries: tuple[Query, ...]
+    expected_queries: float
+    logged_queries: int
+
+
+def workload_replay(
+    table: DeltaRsTable,
+    snapshot: Snapshot,
+    files: Sequence[DataFile],
+    records: Sequence[ScanRecord],
+    thresholds: Thresholds,
+    now: datetime,
+    index: Mapping[str, ExtendedStats] | None = None,
+) -> WorkloadReplay:
+    sizes = {f.path: column_sizes(table, f) or {} for f in files}
+    return WorkloadReplay(
+        current=tuple(table_file_stats(table, snapshot, files, index)),
+        current_bytes=sizes,
+        bytes_per_row=bytes_per_row([sizes[f.path] for f in files], [f.num_records or 0 for f in files]),
+        target_files=max(1, round(sum(f.size for f in files) / thresholds.target_file_size)),
+        queries=tuple(workload_queries(records, now, thresholds.recency_half_life)),
+        expected_queries=expected_queries(
+            records, now, thresholds.recency_half_life, thresholds.workload_window, thresholds.benefit_horizon
+        ),
+        logged_queries=len(records),
+    )
+
+
+def layout_benefit(
+    replay: WorkloadReplay, snapshot: Snapshot, features: FeatureSet, sample: DataFrame, thresholds: Thresholds
+) -> BenefitEstimate:
+    """The benefit of laying out the replay's files on `features`, estimated on `sample` (their rows)."""
+    virtual = virtual_files(sample, snapshot, features, replay.target_files)
+    per_row = replay.bytes_per_row
+    virtual_bytes = {path: {c: rows * b for c, b in per_row.items()} for path, rows in virtual.rows.items()}
+    return estimate_benefit(
+        replay.queries,
+        replay.current,
+        replay.current_bytes,
+        virtual.files,
+        virtual_bytes,
+        replay.expected_queries,
+        thresholds.cost_per_mb_read,
+        sum(virtual.rows.values()),
+        replay.logged_queries,
+    )
 
 
 def benefit_of(
@@ -218,31 +277,10 @@ def benefit_of(
     thresholds: Thresholds,
     now: datetime,
 ) -> BenefitEstimate:
-    """The benefit of laying out `files` on `features`, estimated on `sample` (rows of those files)."""
-    index = load_index(table, snapshot)
-    new_bytes = sum(f.size for f in files)
-    target_files = max(1, round(new_bytes / thresholds.target_file_size))
-    virtual = virtual_files(sample, snapshot, features, target_files)
-    sizes = {f.path: column_sizes(table, f) or {} for f in files}
-    per_row = bytes_per_row([sizes[f.path] for f in files], [f.num_records or 0 for f in files])
-    virtual_bytes = {path: {c: rows * b for c, b in per_row.items()} for path, rows in virtual.rows.items()}
-    types = table_column_types(snapshot.spark_schema().fields)
-    current = [file_stats(f, types, index.get(f.path)) for f in files]
-    queries = workload_queries(records, now, thresholds.recency_half_life)
-    expected = expected_queries(
-        records, now, thresholds.recency_half_life, thresholds.workload_window, thresholds.benefit_horizon
-    )
-    return estimate_benefit(
-        queries,
-        current,
-        sizes,
-        virtual.files,
-        virtual_bytes,
-        expected,
-        thresholds.cost_per_mb_read,
-        sum(virtual.rows.values()),
-        len(records),
-    )
+    """One layout's benefit from scratch (what a single estimate costs, as the estimator benchmark
+    times it); comparing layouts builds the `WorkloadReplay` once instead."""
+    replay = workload_replay(table, snapshot, files, records, thresholds, now)
+    return layout_benefit(replay, snapshot, features, sample, thresholds)
 
 
 def _summary(analysis: Analysis) -> dict[str, object]:

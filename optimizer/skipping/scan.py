@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
-from optimizer.skipping.extended import load_index
+from optimizer.skipping.extended import ExtendedStats, load_index
 from optimizer.skipping.filestats import FileStats, file_stats, table_column_types
 from optimizer.skipping.pruning import Predicate, column_names_of, might_match, prepare
 from optimizer.table.access import DataFile, Snapshot
@@ -42,10 +42,17 @@ class ScanPlan:
         return self.total_files - len(self.files)
 
 
-def table_file_stats(table: DeltaRsTable, snapshot: Snapshot) -> list[FileStats]:
+def table_file_stats(
+    table: DeltaRsTable,
+    snapshot: Snapshot,
+    files: Sequence[DataFile] | None = None,
+    index: Mapping[str, ExtendedStats] | None = None,
+) -> list[FileStats]:
+    """Pruning statistics of `files` (default: every active file): Delta stats plus fresh extended
+    stats from `index` (loaded when not given)."""
     types = table_column_types(snapshot.spark_schema().fields)
-    index = load_index(table, snapshot)
-    return [file_stats(f, types, index.get(f.path)) for f in snapshot.files]
+    index = load_index(table, snapshot) if index is None else index
+    return [file_stats(f, types, index.get(f.path)) for f in (snapshot.files if files is None else files)]
 
 
 def plan_scan(
