@@ -1,0 +1,367 @@
+"""The ``deltaopt`` sub-commands.
+
+Each takes the arguments `optimizer.cli` parsed, calls the library and prints the result (text by
+default, ``--json`` where a machine reads it). Library errors propagate: `optimizer.cli.main` turns
+them into one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from optimizer.errors import DeltaOptError
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str, sort_keys=True))
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    from optimizer.config import load_config
+
+    config = load_config(args.file)
+    print(f"{args.file}: valid ({len(config.tables)} table(s))")
+    for table in config.tables:
+        t = table.thresholds
+        print(
+            f"  {table.name}: {table.path} (log {table.query_log_path}); every {table.interval:g}s; "
+            f"min new bytes {t.min_new_bytes}, theta {t.min_comparison_points}, gamma {t.min_sop_frequency}, "
+            f"max Z {t.max_z_features}{' [paused]' if table.paused else ''}"
+        )
+    return 0
+
+
+def cmd_table_info(args: argparse.Namespace) -> int:
+    from optimizer.table import open_table
+    from optimizer.table.info import render, table_info
+
+    info = table_info(open_table(args.path))
+    if args.json:
+        _print_json(info.as_dict())
+    else:
+        print(render(info))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from optimizer.demo import run_demo
+
+    return run_demo(args.workdir, scale=args.scale, parts=args.parts, fresh=not args.keep)
+
+
+def _querylog_target(args: argparse.Namespace):
+    """The log table and SQL context from --config/--table, or from --log alone."""
+    from optimizer.querylog_context import sql_context
+    from querylog.capture import SqlContext
+    from querylog.store import QueryLogTable
+
+    if args.config:
+        config, table = _configured_table(args)
+        return QueryLogTable(args.log or table.query_log_path), sql_context(config)
+    if not args.log:
+        raise DeltaOptError("give --log PATH, or --config FILE [--table NAME]")
+    return QueryLogTable(args.log), SqlContext()
+
+
+def cmd_querylog_import(args: argparse.Namespace) -> int:
+    from querylog.importers.eventlog import import_event_log
+    from querylog.importers.sqltext import HistoryColumns, import_history, import_sql_file
+
+    log_table, context = _querylog_target(args)
+    if args.sql:
+        report = import_sql_file(log_table, args.sql, context)
+    elif args.history:
+        columns = HistoryColumns(text=args.text_column, time=args.time_column, query_id=args.id_column)
+        report = import_history(log_table, args.history, context, columns)
+    else:
+        report = import_event_log(log_table, args.eventlog, context)
+    print(report.describe())
+    return 0
+
+
+def cmd_querylog_show(args: argparse.Namespace) -> int:
+    log_table, _ = _querylog_target(args)
+    rows = sorted(log_table.read(args.table_id), key=lambda r: r.ts)[-args.last :]
+    if args.json:
+        _print_json([r.__dict__ for r in rows])
+        return 0
+    for r in rows:
+        print(f"{r.ts:%Y-%m-%d %H:%M:%S} {r.table_id} [{r.source}] {' AND '.join(r.filters) or '(no filter)'}")
+    print(f"{len(rows)} row(s)")
+    return 0
+
+
+def cmd_querylog_quarantine(args: argparse.Namespace) -> int:
+    from querylog.store import QuarantineTable, quarantine_path
+
+    log_table, _ = _querylog_target(args)
+    records = QuarantineTable(quarantine_path(log_table.uri)).read()
+    for q in records[-args.last :]:
+        print(f"{q.ts:%Y-%m-%d %H:%M:%S} {q.source} {q.location}: {q.reason}")
+    print(f"{len(records)} quarantined input(s) in {quarantine_path(log_table.uri)}")
+    return 0
+
+
+def _configured_table(args: argparse.Namespace):
+    from optimizer.config import load_config
+
+    config = load_config(args.config)
+    if args.table:
+        return config, config.table(args.table)
+    if len(config.tables) != 1:
+        raise DeltaOptError("--table is required when the configuration has several tables")
+    return config, config.tables[0]
+
+
+def _watched(args: argparse.Namespace):
+    """(config, table settings, Spark, Delta table, query log) of the configured table in `args`."""
+    from optimizer.runtime import build_session
+    from optimizer.table import open_table
+    from querylog.store import QueryLogTable
+
+    config, table = _configured_table(args)
+    return config, table, build_session(config.spark), open_table(table.path), QueryLogTable(table.query_log_path)
+
+
+def cmd_analyse(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from optimizer.analysis import analyse_table
+
+    _, table, spark, delta, log = _watched(args)
+    result = analyse_table(spark, delta, table.identity, log, table.thresholds, datetime.now(UTC))
+    if args.json:
+        _print_json(result.as_dict())
+        return 0
+    print(f"{table.name}: {result.scans} scans in the window, sample of {result.sample_rows} rows")
+    for label, values in result.features.as_dict().items():
+        if label != "sop_weights":
+            print(f"  {label:8} {', '.join(values) or '-'}")  # type: ignore[arg-type]
+    print("candidates:")
+    for c in result.candidates:
+        points = f" points={c.comparison_points}" if c.comparison_points is not None else ""
+        print(f"  [{c.role.value:8}] {c.kind:3} {c.feature}  share={c.share:.1%}{points}\n             {c.reason}")
+    return 0
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from optimizer.clustering import optimize
+    from optimizer.config import SparkSettings, load_config, parse_size
+    from optimizer.features import FeatureSet, SopFeature, ZFeature
+    from optimizer.runtime import build_session
+    from optimizer.skipping.extended import unclustered_files
+    from optimizer.table import open_table
+    from querylog.predicates.normalize import canonical_conjuncts
+    from querylog.predicates.parse import parse_condition
+
+    def canonical(texts: list[str]) -> list[str]:
+        return [c for text in texts for c in canonical_conjuncts(parse_condition(text))]
+
+    args.z = [part.strip() for text in args.z for part in text.split(",") if part.strip()]
+    args.z_add = [part.strip() for text in args.z_add for part in text.split(",") if part.strip()]
+
+    config = load_config(args.config) if args.config else None
+    configured = config.table(args.table) if config else None
+    path = configured.path if configured else args.table
+    thresholds = configured.thresholds if configured else None
+    settings = config.spark if config else SparkSettings()
+    if args.connect:
+        settings = settings.model_copy(update={"connect_url": args.connect})
+    spark = build_session(settings)
+    table = open_table(path)
+    snapshot = table.snapshot()
+    if args.features_json:
+        features = FeatureSet.from_dict(json.loads(args.features_json))
+    elif args.z or args.sop:
+        features = FeatureSet(
+            z=tuple(ZFeature(e) for e in canonical(args.z)),
+            sop=tuple(SopFeature(p) for p in canonical(args.sop)),
+            z_add=tuple(ZFeature(e) for e in canonical(args.z_add)),
+            sop_add=tuple(SopFeature(p) for p in canonical(args.sop_add)),
+        )
+    elif configured is not None and thresholds is not None:
+        from optimizer.analysis import analyse_table
+        from querylog.store import QueryLogTable
+
+        analysis = analyse_table(
+            spark, table, configured.identity, QueryLogTable(configured.query_log_path), thresholds, datetime.now(UTC)
+        )
+        features = analysis.features
+        print(f"features from the workload: {features.as_dict()}", file=sys.stderr)
+    else:
+        features = FeatureSet()
+        print("no features given: compaction only", file=sys.stderr)
+    target = (
+        parse_size(args.target_file_size)
+        if args.target_file_size
+        else (thresholds.target_file_size if thresholds else 128 << 20)
+    )
+    files = snapshot.files if args.all_files else unclustered_files(table, snapshot)
+    result = optimize(
+        spark,
+        table,
+        features,
+        target,
+        files=files,
+        snapshot=snapshot,
+        metadata={"trigger": "manual"},
+        progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True),
+        run_id=args.run_id,
+    )
+    if args.json:
+        _print_json(result.as_dict())
+    elif result.version is None:
+        print("nothing to optimise: no unclustered files")
+    else:
+        print(
+            f"{path}: version {result.version}, {result.files_in} -> {result.files_out} files, "
+            f"{result.bytes_in:,} -> {result.bytes_out:,} bytes, {result.rows:,} rows"
+        )
+    return 0
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from costmodel.cost import load
+    from costmodel.decision import estimate
+
+    config, table, spark, delta, log = _watched(args)
+    cost_model = load(config.service.cost_model_path)
+    decision = estimate(spark, delta, table.identity, log, table.thresholds, cost_model, datetime.now(UTC))
+    if args.json:
+        _print_json(decision.as_dict())
+        return 0
+    print(f"{table.name} v{decision.version}: {decision.action.upper()} - {decision.reason}")
+    print(
+        f"  new data: {decision.new_files} files, {decision.new_bytes:,} bytes (threshold {decision.min_new_bytes:,})"
+    )
+    if decision.cost and decision.benefit:
+        b = decision.benefit
+        print(f"  cost: {decision.cost.seconds:.1f} cluster-s ({decision.cost.terms})")
+        print(
+            f"  benefit: {b.benefit:.1f} cluster-s = {b.expected_queries:.0f} expected queries x "
+            f"{b.saved_mb_per_query:.2f} MB saved each; scanned share {b.p_before:.1%} -> {b.p_after:.1%}"
+        )
+        print(f"  features: {decision.features}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from costmodel.calibrate import DEFAULT_GRID, calibrate
+    from optimizer.config import SparkSettings, load_config
+    from optimizer.runtime import build_session
+    from optimizer.table import open_table
+
+    config = load_config(args.config) if args.config else None
+    path = config.table(args.table).path if config else args.table
+    out = args.out or (config.service.cost_model_path if config else "costmodel.json")
+    spark = build_session(config.spark if config else SparkSettings())
+    rows = [int(r) for r in args.rows.split(",")]
+    grid = DEFAULT_GRID[:3] if args.quick else DEFAULT_GRID
+    model, runs = calibrate(spark, open_table(path), rows, grid, progress=lambda m: print(f"  {m}", flush=True))
+    model.save(out)
+    print(f"fitted on {len(runs)} runs (R^2 = {model.r2:.3f}); saved to {out}")
+    print(
+        f"  seconds = {model.overhead:.2f} + GB x ({model.base:.2f} + {model.per_z:.2f} z + {model.per_sop:.2f} sop "
+        f"+ {model.per_additional:.2f} additional)"
+    )
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from optimizer.config import load_config
+    from optimizer.logs import configure_logging
+    from optimizer.service.service import context, run_once, serve
+
+    config = load_config(args.config)
+    if args.dry_run:
+        config = config.model_copy(update={"service": config.service.model_copy(update={"dry_run": True})})
+    configure_logging(config.logging.level, config.logging.format)
+    ctx = context(config)
+    if args.once:
+        for record in run_once(ctx):
+            print(f"{record['table']}: {record['action'].upper()} - {record['reason']}")
+    else:
+        serve(ctx)
+    print(f"decision log: {config.decision_log_path} (table: {config.service.decisions_path})")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from optimizer.config import load_config
+    from optimizer.service.state import StateStore
+    from optimizer.table import open_table
+    from optimizer.table.info import human_bytes, table_info
+
+    config = load_config(args.config)
+    store = StateStore(config.service.state_dir)
+    rows = []
+    for table in config.tables:
+        state = store.load(table.name)
+        entry: dict[str, Any] = {
+            "table": table.name,
+            "paused": table.paused,
+            "last_decision": state.last_decision,
+            "ticks": state.ticks,
+            "last_optimized_version": state.last_optimized_version,
+        }
+        try:
+            info = table_info(open_table(table.path))
+            entry.update(
+                version=info.version,
+                files=info.files,
+                bytes=info.bytes,
+                clustered_bytes=info.clustered_bytes,
+                unclustered_bytes=info.unclustered_bytes,
+            )
+        except DeltaOptError as err:
+            entry["error"] = str(err)
+        rows.append(entry)
+    if args.json:
+        _print_json(rows)
+        return 0
+    for entry in rows:
+        decision = entry["last_decision"] or {}
+        print(f"{entry['table']}{' [paused]' if entry['paused'] else ''}")
+        if "error" in entry:
+            print(f"  error: {entry['error']}")
+        else:
+            print(
+                f"  version {entry['version']}, {entry['files']} files, {human_bytes(entry['bytes'])}; clustered "
+                f"{human_bytes(entry['clustered_bytes'])}, unclustered {human_bytes(entry['unclustered_bytes'])}"
+            )
+        print(
+            f"  last decision: {decision.get('ts', 'never')} {str(decision.get('action', '')).upper()} "
+            f"{decision.get('reason', '')}"
+        )
+    return 0
+
+
+def cmd_decisions(args: argparse.Namespace) -> int:
+    from optimizer.config import load_config
+    from optimizer.service.decisions import DecisionLog
+
+    config = load_config(args.config)
+    records = DecisionLog(config.decision_log_path, config.service.decisions_path).read(args.table, args.last)
+    if args.json:
+        _print_json(records)
+        return 0
+    for r in records:
+        print(f"{r['ts']}  {r['table']}  v{r.get('version', '?')}  {r['action'].upper()}: {r['reason']}")
+        job = r.get("job")
+        if job:
+            print(
+                f"    job on {job.get('executor')} ({job.get('where')}): {job.get('files_in', 0)} -> "
+                f"{job.get('files_out', 0)} files, {job.get('bytes_in', 0):,} -> {job.get('bytes_out', 0):,} bytes, "
+                f"{job.get('seconds', 0)}s{', error: ' + job['error'] if job.get('error') else ''}"
+            )
+        if r.get("features"):
+            print(f"    features: z={r['features'].get('z')} sop={r['features'].get('sop')}")
+    print(f"{len(records)} decision(s)")
+    return 0
