@@ -39,6 +39,10 @@ class CommitConflictError(TableAccessError):
     """A concurrent commit removed files this rewrite needs; the rewrite gave up and committed nothing."""
 
 
+class FeatureError(DeltaOptError):
+    """A clustering feature cannot be evaluated: not on the allow-list, unparseable, or refused by Spark."""
+
+
 class ClusteringError(DeltaOptError):
     """The OPTIMIZE job could not build the requested layout."""
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from querylog.errors import PredicateError
+from optimizer.errors import FeatureError
+from querylog.errors import PredicateError, QueryLogError
 from querylog.predicates.allowlist import check_evaluable
 from querylog.predicates.normalize import parse_canonical
 from querylog.predicates.parse import DIALECT
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
 
 
 def safe_sql(text: str) -> str:
@@ -38,6 +39,18 @@ def predicate_bit(text: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.coalesce(F.expr(safe_sql(text)).cast("boolean"), F.lit(False)).cast("int")
+
+
+def typed_feature(frame: DataFrame, text: str, as_predicate: bool) -> tuple[Column, str]:
+    """A feature's Column (a SOP bit for a predicate) and its Spark type name on `frame`'s schema, as
+    Spark's analysis sees it. Raises `FeatureError` saying in one line why it cannot be evaluated."""
+    try:
+        column = predicate_bit(text) if as_predicate else expression_column(text)
+        return column, frame.select(column.alias("v")).schema["v"].dataType.simpleString()
+    except QueryLogError as err:
+        raise FeatureError(str(err)) from err
+    except Exception as err:  # Spark's AnalysisException/ParseException and friends
+        raise FeatureError(analysis_error(err)) from err
 
 
 def analysis_error(error: Exception) -> str:

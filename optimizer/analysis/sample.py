@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from optimizer.analysis.correlation import ZSample
-from optimizer.spark_expr import analysis_error, expression_column, predicate_bit
-from querylog.errors import QueryLogError
+from optimizer.errors import FeatureError
+from optimizer.spark_expr import analysis_error, typed_feature
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -52,12 +52,9 @@ class Evaluation:
 def _check(sample: DataFrame, text: str, as_predicate: bool) -> Column | str:
     """The feature's column, or why it is not evaluable."""
     try:
-        column = predicate_bit(text) if as_predicate else expression_column(text)
-        field_type = sample.select(column.alias("v")).schema["v"].dataType.simpleString()
-    except QueryLogError as err:
+        column, field_type = typed_feature(sample, text, as_predicate)
+    except FeatureError as err:
         return f"not evaluable: {err}"
-    except Exception as err:  # Spark's AnalysisException/ParseException: the reason is recorded
-        return f"not evaluable: {analysis_error(err)}"
     if not as_predicate and field_type.startswith(UNORDERED_TYPES):
         return f"not evaluable: values of type {field_type} have no order"
     return column

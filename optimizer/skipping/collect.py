@@ -15,11 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from optimizer.errors import ClusteringError
+from optimizer.errors import ClusteringError, FeatureError
 from optimizer.features import FeatureSet
 from optimizer.skipping.extended import ExtendedStats, ValueRange, encode_value
-from optimizer.spark_expr import analysis_error, expression_column, predicate_bit
-from querylog.errors import QueryLogError
+from optimizer.spark_expr import expression_column, predicate_bit, typed_feature
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -76,12 +75,9 @@ def stats_spec(frame: DataFrame, features: FeatureSet, plain_with_stats: set[str
 
 def _type_of(frame: DataFrame, text: str, predicate: bool) -> str:
     try:
-        column = predicate_bit(text) if predicate else expression_column(text)
-        return frame.select(column.alias("v")).schema["v"].dataType.simpleString()
-    except QueryLogError as err:
+        return typed_feature(frame, text, as_predicate=predicate)[1]
+    except FeatureError as err:
         raise ClusteringError(f"feature {text!r} cannot be evaluated: {err}") from err
-    except Exception as err:  # AnalysisException and friends
-        raise ClusteringError(f"feature {text!r} cannot be evaluated: {analysis_error(err)}") from err
 
 
 def sop_vector(predicates: Sequence[str]) -> Column:
