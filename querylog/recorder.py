@@ -15,7 +15,6 @@ Records still in memory when a process dies are lost by design; spilled ones nev
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import uuid
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql
+from querylog.durable import atomic_file
 from querylog.records import (
     LOG_SCHEMA,
     QUARANTINE_SCHEMA,
@@ -233,23 +233,13 @@ def _quarantine_table(captured: Captured) -> pa.Table:
 
 
 def _write_atomic(path: Path, table: pa.Table) -> None:
-    """Durable, all-or-nothing: written and fsynced under a temporary name, then renamed."""
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as sink:
-        with ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        sink.flush()
-        os.fsync(sink.fileno())
-    os.replace(temporary, path)
+    with atomic_file(path) as sink, ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w") as sink:
+    with atomic_file(path, "w") as sink:
         sink.write(text)
-        sink.flush()
-        os.fsync(sink.fileno())
-    os.replace(temporary, path)
 
 
 def _read(path: Path) -> pa.Table:

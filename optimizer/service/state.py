@@ -14,10 +14,11 @@ temporary name, then renamed), so a crash leaves either the old or the new state
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from querylog.durable import atomic_file
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,5 @@ class StateStore:
 
     def save(self, state: TableState) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.path(state.table)
-        temporary = path.with_name(path.name + ".tmp")
-        with open(temporary, "w") as out:
+        with atomic_file(self.path(state.table), "w") as out:
             json.dump(asdict(state), out, indent=1, default=str)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
