@@ -10,6 +10,7 @@ BENCHMARKS = {
     "analyser": "benchmarks.analyser_bench",
     "layouts": "benchmarks.layout_bench",
     "estimator": "benchmarks.estimator_bench",
+    "flow": "benchmarks.flow_bench",
 }
 
 

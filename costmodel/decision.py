@@ -10,30 +10,37 @@ fixed rule. Every number that went into the decision is in the returned record.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from costmodel.benefit import BenefitEstimate, Query, estimate_benefit, expected_queries, workload_queries
+from costmodel.benefit import MB, BenefitEstimate, Query, estimate_benefit, workload_queries
 from costmodel.cost import CostEstimate, CostModel
+from costmodel.rate import QueryRate, project_rate
+from costmodel.stored_bytes import StoredBaseline, layout_compression, measure_baseline
 from costmodel.virtual_files import bytes_per_row, virtual_files
 from optimizer.analysis.analyser import Analysis, analyse
 from optimizer.analysis.sample import evaluate, sample_frame
 from optimizer.config import Thresholds
+from optimizer.errors import TableAccessError
 from optimizer.features import FeatureSet
 from optimizer.skipping.extended import ExtendedStats, load_index
 from optimizer.skipping.filestats import FileStats
 from optimizer.skipping.scan import column_sizes, table_file_stats
 from optimizer.table.access import DataFile, Snapshot
+from optimizer.table.footers import total_sizes, written_sizes
 from querylog.records import ScanRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from optimizer.table.deltars import DeltaRsTable
-    from querylog.store import QueryLogTable
+    from querylog.store import OlderRecords, QueryLogTable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class Decision:
     analysis: dict[str, object] = field(default_factory=dict)
     layouts: list[dict[str, object]] = field(default_factory=list)  # every layout compared, with its numbers
     seconds: dict[str, float] = field(default_factory=dict)
+    outside_window: dict[str, object] | None = None  # logged scans older than the workload window
 
     @property
     def optimize(self) -> bool:
@@ -100,7 +108,10 @@ def estimate(
             action="skip",
             reason=f"too little new data: {new_bytes:,} bytes < threshold {thresholds.min_new_bytes:,}",
         )
-    records = log.read(table_id, since=now - timedelta(seconds=thresholds.workload_window), until=now)
+    window_start = now - timedelta(seconds=thresholds.workload_window)
+    records = log.read(table_id, since=window_start, until=now)
+    older = log.older(table_id, window_start)
+    base["outside_window"] = older.as_dict()
     sample = sample_frame(spark, table, snapshot, new, thresholds.sample_rows, seed).cache()
     try:
         analysis: Analysis = analyse(table_id, records, lambda z, s: evaluate(sample, z, s), thresholds, now)
@@ -110,19 +121,21 @@ def estimate(
             return Decision(
                 **base,
                 action="skip",
-                reason="no clustering features: the workload's filters give none",
+                reason="no clustering features: the workload's filters give none" + _window_note(older, records),
                 analysis=_summary(analysis),
                 seconds=seconds,
             )
         clock = time.perf_counter()
         candidates = candidate_layouts(features) if thresholds.compare_layouts else [("as analysed", features)]
-        replay = workload_replay(table, snapshot, new, records, thresholds, now, index)
+        replay = workload_replay(table, snapshot, new, records, thresholds, now, index, older.count > 0)
+        if thresholds.estimate_compression:
+            replay = replace(replay, stored=measure_baseline(table, snapshot, new, sample, replay.target_files))
         evaluated = [
             LayoutEstimate(
                 name,
                 layout,
                 layout_cost(cost_model, new_bytes, layout),
-                layout_benefit(replay, snapshot, layout, sample, thresholds),
+                layout_benefit(replay, snapshot, layout, sample, thresholds, table),
             )
             for name, layout in candidates
         ]
@@ -131,6 +144,7 @@ def estimate(
     finally:
         sample.unpersist()
     action, reason = decide(best.benefit.benefit, best.cost.seconds)
+    reason += "; " + _basis(best.benefit)
     if len(evaluated) > 1:
         reason += f"; layout: {best.name} (of {', '.join(e.name for e in evaluated)})"
     return Decision(
@@ -220,8 +234,10 @@ class WorkloadReplay:
     bytes_per_row: Mapping[str, float]  # per column, for the virtual files
     target_files: int  # as many virtual files as the job would write
     queries: tuple[Query, ...]
-    expected_queries: float
+    rate: QueryRate  # measured over the period the log covered
+    expected_queries: float  # over the benefit horizon
     logged_queries: int
+    stored: StoredBaseline | None = None  # what layouts' compression is measured against
 
 
 def workload_replay(
@@ -232,26 +248,53 @@ def workload_replay(
     thresholds: Thresholds,
     now: datetime,
     index: Mapping[str, ExtendedStats] | None = None,
+    recorded_before_window: bool = False,
 ) -> WorkloadReplay:
     sizes = {f.path: column_sizes(table, f) or {} for f in files}
+    rate = project_rate(
+        [r.ts for r in records],
+        now,
+        half_life=thresholds.recency_half_life,
+        window=thresholds.workload_window,
+        recorded_before_window=recorded_before_window,
+        gap=thresholds.log_gap,
+    )
     return WorkloadReplay(
         current=tuple(table_file_stats(table, snapshot, files, index)),
         current_bytes=sizes,
         bytes_per_row=bytes_per_row([sizes[f.path] for f in files], [f.num_records or 0 for f in files]),
         target_files=max(1, round(sum(f.size for f in files) / thresholds.target_file_size)),
         queries=tuple(workload_queries(records, now, thresholds.recency_half_life)),
-        expected_queries=expected_queries(
-            records, now, thresholds.recency_half_life, thresholds.workload_window, thresholds.benefit_horizon
-        ),
+        rate=rate,
+        expected_queries=rate.expected(thresholds.benefit_horizon),
         logged_queries=len(records),
     )
 
 
 def layout_benefit(
-    replay: WorkloadReplay, snapshot: Snapshot, features: FeatureSet, sample: DataFrame, thresholds: Thresholds
+    replay: WorkloadReplay,
+    snapshot: Snapshot,
+    features: FeatureSet,
+    sample: DataFrame,
+    thresholds: Thresholds,
+    table: DeltaRsTable | None = None,
 ) -> BenefitEstimate:
-    """The benefit of laying out the replay's files on `features`, estimated on `sample` (their rows)."""
-    virtual = virtual_files(sample, snapshot, features, replay.target_files)
+    """The benefit of laying out the replay's files on `features`, estimated on `sample` (their rows).
+    With the replay's stored-bytes baseline (and `table` for scratch space), compression counts."""
+    stored = replay.stored if table is not None else None
+
+    def measure(frame: DataFrame) -> Mapping[int, Mapping[str, int]] | None:
+        assert table is not None
+        try:
+            return written_sizes(table, frame)
+        except TableAccessError as err:
+            log.warning("compression not estimated for %s: %s", table.uri, err)
+            return None
+
+    virtual = virtual_files(sample, snapshot, features, replay.target_files, measure if stored is not None else None)
+    compression = None
+    if stored is not None and virtual.written is not None:
+        compression = layout_compression(stored, total_sizes(virtual.written.values()))
     per_row = replay.bytes_per_row
     virtual_bytes = {path: {c: rows * b for c, b in per_row.items()} for path, rows in virtual.rows.items()}
     return estimate_benefit(
@@ -264,6 +307,9 @@ def layout_benefit(
         thresholds.cost_per_mb_read,
         sum(virtual.rows.values()),
         replay.logged_queries,
+        rate=replay.rate,
+        compression=compression,
+        virtual_written=virtual.written if compression is not None else None,
     )
 
 
@@ -280,7 +326,39 @@ def benefit_of(
     """One layout's benefit from scratch (what a single estimate costs, as the estimator benchmark
     times it); comparing layouts builds the `WorkloadReplay` once instead."""
     replay = workload_replay(table, snapshot, files, records, thresholds, now)
-    return layout_benefit(replay, snapshot, features, sample, thresholds)
+    if thresholds.estimate_compression:
+        replay = replace(replay, stored=measure_baseline(table, snapshot, files, sample, replay.target_files))
+    return layout_benefit(replay, snapshot, features, sample, thresholds, table)
+
+
+def _basis(benefit: BenefitEstimate) -> str:
+    """The figures behind a benefit, in words an operator can check."""
+    rate = benefit.rate
+    measured = (
+        f"{rate.per_day:,.0f} queries/day measured over {rate.covered_seconds / 3600:,.1f} h of log"
+        if rate is not None
+        else "query rate unknown"
+    )
+    c = benefit.compression
+    compression = (
+        f"; stored bytes x{c.ratio:.2f} ({c.codec_before} -> {c.codec_after}, compaction and clustering)"
+        if c is not None
+        else ""
+    )
+    return (
+        f"{benefit.expected_queries:,.0f} queries expected ({measured}); "
+        f"{benefit.bytes_per_query_before / MB:,.2f} -> {benefit.bytes_per_query_after / MB:,.2f} MB per query"
+        f"{compression}"
+    )
+
+
+def _window_note(older: OlderRecords, records: Sequence[ScanRecord]) -> str:
+    """What the window left out, when that may be why there is nothing to decide on."""
+    if not older.count:
+        return ""
+    first = older.first.isoformat() if older.first else "?"
+    last = older.last.isoformat() if older.last else "?"
+    return f" ({len(records)} scans in the window; {older.count} older scans, {first} .. {last}, are outside it)"
 
 
 def _summary(analysis: Analysis) -> dict[str, object]:

@@ -5,12 +5,13 @@ many Spark partitions as the real job would write files, so each partition holds
 rows as a real target-size file. Each partition is a virtual file whose statistics are computed by the
 same aggregates as a real file's (Delta column statistics, encoded and decoded as the log would hold
 them, plus the extended statistics of `StatsSpec`), so pruning treats it exactly like a real file.
-Column sizes come from the real files' Parquet footers, per row.
+Column sizes come from the real files' Parquet footers, per row; with `measure`, the virtual files
+are also written (to scratch) so the estimate can price how differently the layout compresses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,10 +30,18 @@ if TYPE_CHECKING:
 class VirtualFiles:
     files: tuple[FileStats, ...]
     rows: Mapping[str, int]  # virtual path -> rows
+    written: Mapping[str, Mapping[str, int]] | None = None  # virtual path -> column bytes as written
 
 
-def virtual_files(sample: DataFrame, snapshot: Snapshot, features: FeatureSet, files: int) -> VirtualFiles:
-    """`sample` clustered on `features` into `files` virtual files with their statistics."""
+# Column bytes of a frame written one file per partition, by partition; None: could not be measured.
+Measure = Callable[["DataFrame"], Mapping[int, Mapping[str, int]] | None]
+
+
+def virtual_files(
+    sample: DataFrame, snapshot: Snapshot, features: FeatureSet, files: int, measure: Measure | None = None
+) -> VirtualFiles:
+    """`sample` clustered on `features` into `files` virtual files with their statistics; with
+    `measure`, also the column bytes `measure` finds for them (one file per virtual file)."""
     from pyspark.sql import functions as F
 
     schema = snapshot.spark_schema()
@@ -45,18 +54,40 @@ def virtual_files(sample: DataFrame, snapshot: Snapshot, features: FeatureSet, f
         sample, features, stored.names, snapshot.partition_columns, max(rows_in / max(files, 1), 1.0), files
     )
     aggregates = file_stat_aggregates(columns, spec.aggregates())
-    per_file = layout.frame.groupBy(F.spark_partition_id().alias("__file")).agg(*aggregates).collect()
+    frame = layout.frame.persist() if measure else layout.frame  # the layout's shuffle runs once
+    try:
+        per_file = frame.groupBy(F.spark_partition_id().alias("__file")).agg(*aggregates).collect()
+        measured = measure(frame.select(*[F.col(f"`{n}`") for n in stored.names])) if measure else None
+    finally:
+        if measure:
+            frame.unpersist()
     types = table_column_types(schema.fields)
     stats = []
     rows = {}
     for row in per_file:
         values = row.asDict()
-        path = f"virtual-{values['__file']:05d}"
+        path = _virtual_path(values["__file"])
         count, mins, maxs, nulls = decode_stats(delta_stats_json(values, columns), columns)
         data_file = DataFile(path, 0, count, 0, {}, mins, maxs, nulls)
         stats.append(file_stats(data_file, types, spec.extended(values, "estimate")))
         rows[path] = count
-    return VirtualFiles(tuple(stats), rows)
+    written = {_virtual_path(i): sizes for i, sizes in measured.items()} if measured is not None else None
+    return VirtualFiles(tuple(stats), rows, written)
+
+
+def _virtual_path(partition: int) -> str:
+    return f"virtual-{partition:05d}"
+
+
+def in_stored_order(sample: DataFrame, snapshot: Snapshot, files: int) -> DataFrame:
+    """The sample's stored columns cut into `files` contiguous chunks in their current order: the
+    baseline the virtual files' compression is compared with (same rows, same number of files)."""
+    from pyspark.sql import functions as F
+
+    stored = data_columns(snapshot.spark_schema(), snapshot.partition_columns)
+    ordered = sample.withColumn("__order", F.monotonically_increasing_id())  # increasing in read order
+    chunks = ordered.repartitionByRange(max(files, 1), "__order").sortWithinPartitions("__order")
+    return chunks.select(*[F.col(f"`{n}`") for n in stored.names])
 
 
 def bytes_per_row(column_sizes: Sequence[Mapping[str, int] | None], row_counts: Sequence[int]) -> dict[str, float]:

@@ -91,6 +91,15 @@ class Thresholds(_Model):
     benefit_horizon: Duration = Field(
         7 * 86400, gt=0, description="future period over which saved scan bytes are counted"
     )
+    log_gap: Duration = Field(
+        86400,
+        gt=0,
+        description="a silence in the log longer than this (and than 20 median inter-arrivals) is time the log "
+        "was not recording, left out of the query rate",
+    )
+    estimate_compression: bool = Field(
+        True, description="write the sample in both layouts to price how much better clustered data compresses"
+    )
     compare_layouts: bool = Field(
         True, description="estimate Z-only, SOP-only and fewer-Z variants too, and keep the best net benefit"
     )

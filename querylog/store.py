@@ -110,6 +110,22 @@ class _DeltaStore:
             raise LogTableError(f"{self.uri} is not a {self.description}: missing columns {missing}")
 
 
+@dataclass(frozen=True)
+class OlderRecords:
+    """Rows of one table older than some instant (outside a workload window)."""
+
+    count: int
+    first: datetime | None
+    last: datetime | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "count": self.count,
+            "first": self.first.isoformat() if self.first else None,
+            "last": self.last.isoformat() if self.last else None,
+        }
+
+
 class QueryLogTable(_DeltaStore):
     schema = LOG_SCHEMA
     description = LOG_DESCRIPTION
@@ -134,6 +150,26 @@ class QueryLogTable(_DeltaStore):
         if until is not None:
             expression &= pc.field("ts") < pa.scalar(utc(until), pa.timestamp("us", tz="UTC"))
         return scans_from_arrow(self._read(expression))
+
+    def older(self, table_id: str, before: datetime) -> OlderRecords:
+        """How many rows of `table_id` are older than `before`, and their time range (reads ``ts`` only).
+
+        The estimator uses it to know whether the log was recording before the workload window; the
+        decision record uses it to say what the window left out."""
+        table = self._open_existing()
+        if table is None:
+            return OlderRecords(0, None, None)
+        self._check_schema(table)
+        expression = (
+            (pc.field("schema_version") == SCHEMA_VERSION)
+            & (pc.field("table_id") == table_id)
+            & (pc.field("ts") < pa.scalar(utc(before), pa.timestamp("us", tz="UTC")))
+        )
+        ts = table.to_pyarrow_dataset().to_table(columns=["ts"], filter=expression).column("ts")
+        if len(ts) == 0:
+            return OlderRecords(0, None, None)
+        bounds = pc.min_max(ts).as_py()
+        return OlderRecords(len(ts), bounds["min"], bounds["max"])
 
     def tail(self, after_version: int | None, table_id: str | None = None) -> Tail:
         """Rows appended by commits after `after_version` (all rows when None), and the version read."""

@@ -110,6 +110,7 @@ def column_sizes(table: DeltaRsTable, data_file: DataFile) -> Mapping[str, int] 
 @lru_cache(maxsize=65536)
 def _footer_sizes(uri: str, path: str, size: int, options: tuple[tuple[str, str], ...]) -> Mapping[str, int] | None:
     from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.footers import metadata_sizes
 
     table = DeltaRsTable(uri, dict(options))
     fs, root = table.filesystem()
@@ -117,14 +118,7 @@ def _footer_sizes(uri: str, path: str, size: int, options: tuple[tuple[str, str]
         metadata = pq.ParquetFile(fs.open_input_file(f"{root}/{path}")).metadata
     except (OSError, ValueError):
         return None
-    sizes: dict[str, int] = {}
-    for g in range(metadata.num_row_groups):
-        group = metadata.row_group(g)
-        for c in range(group.num_columns):
-            chunk = group.column(c)
-            name = chunk.path_in_schema.split(".")[0].lower()
-            sizes[name] = sizes.get(name, 0) + chunk.total_compressed_size
-    return sizes
+    return metadata_sizes(metadata)
 
 
 def read(

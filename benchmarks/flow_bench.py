@@ -1,0 +1,432 @@
+"""The product's own flow: appends arriving, a live query stream, the service ticking after each append.
+
+    python -m benchmarks flow [--scale 0.3] [--appends 8] [--rate 60] [--quick]
+
+Time is simulated (one append per hour) so that the query stream has a real rate: each hour, queries
+arrive as a Poisson stream of ``--rate`` per hour and are recorded through the `Recorder` (spill,
+flush, exactly-once appends to the query log) with their arrival times; then an increment of TPC-H
+``lineitem`` is appended (as small files, like a streaming writer) and the service ticks
+(`run_once`, the code ``deltaopt serve --once`` runs) with the simulated clock. Three copies of the
+table receive the same appends:
+
+* **none**: never optimised;
+* **manual**: after every append, ``deltaopt optimize`` of the new files with the analyser's features
+  (what an operator's cron would do: optimise always);
+* **service**: whatever the service decides.
+
+Per tick the report gives the service's decision and estimate (projected queries, skipping and
+compression terms), the manual run's measured job time and measured saving, and whether the manual
+run paid off within the benefit horizon: the marginal column bytes it saved per held-out query (the
+same stream's distribution, another seed) times the stream's true rate over the horizon, priced at
+``cost_per_mb_read``, against its measured job seconds. When the service optimises, its estimated
+bytes per query after the rewrite are checked against the bytes the same workload reads from the
+files the run really wrote (compression included). Bytes are compressed bytes of the columns each
+query reads (Parquet footers); files kept are counted for deltaopt's pruning and for a standard reader
+(Delta min/max of bare columns only), and at the end with DuckDB's Delta extension.
+
+Scenarios: a filtered stream (TPC-H-like range filters and recurring predicates), the same stream at a
+rate too low to pay for a rewrite, and an unfiltered stream (nothing to skip: the service must skip).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.common import table, write_report
+from costmodel.benefit import MB, query_bytes, workload_queries
+from optimizer import tpch
+from optimizer.analysis import analyse_table
+from optimizer.clustering import optimize
+from optimizer.config import Config, load_config
+from optimizer.demo import load_part
+from optimizer.runtime import build_session
+from optimizer.skipping.extended import load_index, unclustered_files
+from optimizer.skipping.scan import column_sizes, plan_scan, table_file_stats
+from optimizer.table import DeltaRsTable, open_table
+from querylog.predicates.attribute import scan_filters
+from querylog.recorder import Recorder
+from querylog.store import QueryLogTable
+
+START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
+STEP = timedelta(hours=1)
+HELD_OUT = 100
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    rate: float  # queries per simulated hour
+    filtered: bool
+    expect: str  # what the service should do, for the report
+    history_hours: float = 0.0  # the log already holds this much of the stream when the appends start
+
+
+@dataclass
+class Tick:
+    step: int
+    decision: dict[str, Any]
+    tick_seconds: float
+    manual_seconds: float | None = None  # the manual OPTIMIZE job's wall time
+    manual_features: dict[str, Any] | None = None
+    bytes_per_query: dict[str, float] = field(default_factory=dict)  # copy -> held-out mean, deltaopt pruning
+    standard_bytes_per_query: dict[str, float] = field(default_factory=dict)  # Delta min/max only
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)  # copy -> (mean files kept, files)
+    estimated_after: float | None = None  # the service's estimate, bytes per query on the rewritten files
+    measured_after: float | None = None  # the same workload on the files the run wrote
+    manual_saved_mb: float | None = None  # marginal MB saved per held-out query by this tick's manual run
+    manual_benefit: float | None = None  # that saving over the horizon at the true rate, cost units
+    pays_off: bool | None = None
+
+
+def stream(count: int, seed: int, filtered: bool) -> list[str]:
+    """`count` queries of the stream: TPC-H-like lineitem filters, or none at all."""
+    queries = tpch.lineitem_queries(count, seed=seed)
+    if filtered:
+        return queries
+    return [q.split(" WHERE ", 1)[0] for q in queries]
+
+
+def poisson_arrivals(rng: random.Random, rate: float, begin: datetime, hours: float) -> list[datetime]:
+    """Arrival times of a Poisson stream of `rate` per hour over `hours` from `begin`."""
+    times, clock = [], 0.0
+    while True:
+        clock += rng.expovariate(rate)
+        if clock >= hours:
+            return times
+        times.append(begin + timedelta(hours=clock))
+
+
+def held_out(filtered: bool) -> list[tuple[str | None, tuple[str, ...]]]:
+    """(WHERE text, columns) of the held-out queries the copies are measured with."""
+    result = []
+    for sql in stream(HELD_OUT, 999, filtered):
+        (scan,) = scan_filters(sql).scans
+        where = " AND ".join(f"({f})" for f in scan.filters) or None
+        result.append((where, tuple(scan.columns)))
+    return result
+
+
+def measure(lineitem: DeltaRsTable, queries: Sequence[tuple[str | None, tuple[str, ...]]]) -> dict[str, float]:
+    """Mean column bytes and files per query, by deltaopt's pruning and by Delta min/max only."""
+    snapshot = lineitem.snapshot()
+    readers = {
+        "deltaopt": table_file_stats(lineitem, snapshot),
+        "standard": table_file_stats(lineitem, snapshot, None, {}),
+    }
+    out: dict[str, float] = {"files": float(len(snapshot.files))}
+    for reader, stats in readers.items():
+        read = kept = 0.0
+        for where, columns in queries:
+            plan = plan_scan(lineitem, where, columns, snapshot=snapshot, stats=stats)
+            read += plan.column_bytes_read or 0
+            kept += len(plan.files)
+        out[f"{reader}_bytes"] = read / len(queries)
+        out[f"{reader}_files"] = kept / len(queries)
+    return out
+
+
+def measured_after(
+    lineitem: DeltaRsTable, before: set[str], log: QueryLogTable, config: Config, now: datetime
+) -> float | None:
+    """Bytes per query the service's workload reads from the files its run wrote (weights as the
+    estimate's): the real counterpart of ``bytes_per_query_after``."""
+    thresholds = config.tables[0].thresholds
+    snapshot = lineitem.snapshot()
+    written = [f for f in snapshot.files if f.path not in before]
+    if not written:
+        return None
+    records = log.read("lineitem", since=now - timedelta(seconds=thresholds.workload_window), until=now)
+    queries = workload_queries(records, now, thresholds.recency_half_life)
+    stats = table_file_stats(lineitem, snapshot, written, load_index(lineitem, snapshot))
+    sizes = {f.path: column_sizes(lineitem, f) or {} for f in written}
+    weight = sum(q.weight for q in queries)
+    return sum(q.weight * query_bytes(q, stats, sizes)[0] for q in queries) / weight if weight else None
+
+
+def write_config(root: Path, table_path: Path, target: int, min_new: int) -> Config:
+    settings = {
+        "spark": {"master": "local[2]", "shuffle_partitions": 8},
+        "defaults": {"min_new_bytes": min_new, "target_file_size": target},
+        "tables": [{"name": "lineitem", "path": str(table_path)}],
+        "service": {"state_dir": str(root / "state"), "jitter": 0},
+        "logging": {"level": "WARNING"},
+    }
+    path = root / "deltaopt.yaml"
+    path.write_text(yaml.safe_dump(settings, sort_keys=False))
+    return load_config(path)
+
+
+def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Path, files_per_part: int) -> dict:
+    from optimizer.service.service import context, run_once
+
+    root.mkdir(parents=True)
+    copies = {name: open_table(str(root / name)) for name in ("none", "manual", "service")}
+    for copy in copies.values():
+        load_part(spark, copy, parts[0], files_per_part)  # the table exists before the service watches it
+    increment = copies["none"].snapshot().total_bytes
+    target = max(1 << 20, increment // 6)
+    config = write_config(root, root / "service", target, min_new=increment // 2)
+    thresholds = config.tables[0].thresholds
+    log = QueryLogTable(config.tables[0].query_log_path)
+    ctx = context(config, spark=lambda: spark)
+    held = held_out(scenario.filtered)
+    rng = random.Random(5)
+    ticks: list[Tick] = []
+    previous_saving = 0.0
+    serial = 0
+    print(f"== {scenario.name}: {scenario.rate:g} queries/hour, {len(parts)} appends", flush=True)
+    with Recorder(log, root / "spill", capacity=500) as recorder:
+        if scenario.history_hours:
+            begin = START - timedelta(hours=scenario.history_hours)
+            history = poisson_arrivals(rng, scenario.rate, begin, scenario.history_hours)
+            for ts, sql in zip(history, stream(len(history), 500, scenario.filtered), strict=True):
+                recorder.record_sql(sql, ts=ts)
+        for step, part in enumerate(parts[1:], start=1):
+            begin, now = START + (step - 1) * STEP, START + step * STEP
+            arrivals = poisson_arrivals(rng, scenario.rate, begin, 1.0)
+            for ts, sql in zip(arrivals, stream(len(arrivals), 1000 + serial, scenario.filtered), strict=True):
+                recorder.record_sql(sql, ts=ts)
+            serial += 1
+            recorder.flush()
+            for copy in copies.values():
+                load_part(spark, copy, part, files_per_part)
+
+            service_before = {f.path for f in copies["service"].snapshot().files}
+            started = time.perf_counter()
+            (decision,) = run_once(ctx, now=now)
+            tick = Tick(step, decision, time.perf_counter() - started)
+            if decision.get("action") == "optimize" and decision.get("benefit"):
+                tick.estimated_after = decision["benefit"]["bytes_per_query_after"]
+                tick.measured_after = measured_after(copies["service"], service_before, log, config, now)
+
+            manual = copies["manual"]
+            new = unclustered_files(manual, manual.snapshot())
+            features = analyse_table(spark, manual, "lineitem", log, thresholds, now, files=new).features
+            if not features.is_empty:
+                result = optimize(spark, manual, features, target, files=new)
+                tick.manual_seconds = result.seconds.get("total")
+                tick.manual_features = features.as_dict()
+
+            figures = {name: measure(copy, held) for name, copy in copies.items()}
+            tick.bytes_per_query = {n: f["deltaopt_bytes"] for n, f in figures.items()}
+            tick.standard_bytes_per_query = {n: f["standard_bytes"] for n, f in figures.items()}
+            tick.files = {n: (round(f["deltaopt_files"], 1), int(f["files"])) for n, f in figures.items()}
+            saving = tick.bytes_per_query["none"] - tick.bytes_per_query["manual"]
+            if tick.manual_seconds is not None:
+                tick.manual_saved_mb = (saving - previous_saving) / MB
+                horizon_queries = scenario.rate * thresholds.benefit_horizon / 3600
+                tick.manual_benefit = tick.manual_saved_mb * horizon_queries * thresholds.cost_per_mb_read
+                tick.pays_off = tick.manual_benefit > tick.manual_seconds
+            previous_saving = saving
+            ticks.append(tick)
+            print(f"  tick {step}: {decision.get('action')} - {decision.get('reason')}", flush=True)
+            print(
+                f"    manual: {tick.manual_seconds and round(tick.manual_seconds, 1)} s, saved "
+                f"{tick.manual_saved_mb and round(tick.manual_saved_mb, 3)} MB/query, pays off: {tick.pays_off}; "
+                f"bytes/query none {tick.bytes_per_query['none'] / MB:.2f} manual "
+                f"{tick.bytes_per_query['manual'] / MB:.2f} service {tick.bytes_per_query['service'] / MB:.2f} MB",
+                flush=True,
+            )
+    duck = duckdb_files(copies, held)
+    return {"scenario": scenario, "ticks": ticks, "duckdb": duck, "target": target, "increment": increment}
+
+
+def duckdb_files(copies: dict[str, DeltaRsTable], held: Sequence[tuple[str | None, tuple[str, ...]]]) -> dict:
+    """Mean files DuckDB's Delta extension scans per held-out query on each copy's final state."""
+    from benchmarks.standard_reader import DuckDBReader
+
+    reader = DuckDBReader()
+    out = {}
+    try:
+        for name, copy in copies.items():
+            counts = [reader.files_scanned(copy.uri, where) for where, _ in held]
+            known = [c for c in counts if c is not None]
+            out[name] = {
+                "mean_files": sum(c.files for c in known) / len(known) if known else None,
+                "total_files": known[0].total if known else None,
+                "unknown": len(counts) - len(known),
+            }
+    finally:
+        reader.close()
+    return out
+
+
+def render(results: Sequence[dict], scale: float, appends: int) -> str:
+    lines = []
+    for result in results:
+        scenario: Scenario = result["scenario"]
+        ticks: list[Tick] = result["ticks"]
+        lines.append(
+            f"## {scenario.name}\n\n{scenario.rate:g} queries per simulated hour; expected: {scenario.expect}. "
+            f"Increment {result['increment'] / 1e6:.1f} MB, target file size {result['target'] / 1e6:.2f} MB.\n"
+        )
+        rows = []
+        for t in ticks:
+            d = t.decision
+            b = d.get("benefit") or {}
+            rate = b.get("rate") or {}
+            compression = b.get("compression") or {}
+            rows.append(
+                (
+                    t.step,
+                    d.get("action"),
+                    f"{(d.get('cost') or {}).get('seconds', 0):.1f}" if d.get("cost") else "-",
+                    f"{b.get('benefit', 0):.1f}" if b else "-",
+                    f"{b.get('benefit_skipping', 0):.1f} / {b.get('benefit_compression', 0):.1f}" if b else "-",
+                    f"{b.get('expected_queries', 0):,.0f} ({rate.get('per_day', 0) / 24:,.0f}/h)" if b else "-",
+                    f"{compression.get('ratio', 1):.2f}" if compression else "-",
+                    f"{t.estimated_after / MB:.2f} / {t.measured_after / MB:.2f}"
+                    if t.estimated_after is not None and t.measured_after
+                    else "-",
+                    f"{t.manual_seconds:.1f}" if t.manual_seconds is not None else "-",
+                    f"{t.manual_benefit:.1f}" if t.manual_benefit is not None else "-",
+                    {True: "yes", False: "no", None: "-"}[t.pays_off],
+                    f"{t.tick_seconds:.1f}",
+                )
+            )
+        lines.append(
+            table(
+                (
+                    "tick",
+                    "service",
+                    "est. cost",
+                    "est. benefit",
+                    "skipping / compression",
+                    "projected queries (rate)",
+                    "est. bytes ratio",
+                    "MB/query after: est. / measured",
+                    "manual job s",
+                    "manual measured benefit",
+                    "manual pays off",
+                    "tick s",
+                ),
+                rows,
+            )
+        )
+        bytes_rows = [
+            (
+                t.step,
+                *(f"{t.bytes_per_query[c] / MB:.2f}" for c in ("none", "manual", "service")),
+                *(f"{t.standard_bytes_per_query[c] / MB:.2f}" for c in ("none", "manual", "service")),
+                *(f"{t.files[c][0]:g}/{t.files[c][1]}" for c in ("none", "manual", "service")),
+            )
+            for t in ticks
+        ]
+        lines.append(
+            "\nHeld-out queries: mean MB read per query (deltaopt's pruning | standard reader) and files kept "
+            "(deltaopt's pruning):\n\n"
+            + table(
+                (
+                    "tick",
+                    "none",
+                    "manual",
+                    "service",
+                    "std: none",
+                    "std: manual",
+                    "std: service",
+                    "files none",
+                    "files manual",
+                    "files service",
+                ),
+                bytes_rows,
+            )
+        )
+        duck = result["duckdb"]
+        lines.append(
+            "\nDuckDB's Delta extension on the final tables, mean files scanned per held-out query: "
+            + (
+                ", ".join(
+                    f"{name} {v['mean_files']:.1f}/{v['total_files']}"
+                    + (f" ({v['unknown']} unknown)" if v["unknown"] else "")
+                    for name, v in duck.items()
+                    if v["mean_files"] is not None
+                )
+                if scenario.filtered
+                else "n/a (no filters: every file is read)"
+            )
+            + "\n"
+        )
+        lines.append(verdict(ticks) + "\n")
+    header = (
+        f"TPC-H lineitem scale {scale} in {appends} increments; one increment per simulated hour, "
+        f"{HELD_OUT} held-out queries per measurement.\n\n"
+    )
+    return header + "\n".join(lines)
+
+
+def verdict(ticks: Sequence[Tick]) -> str:
+    """Did the service optimise exactly when always-optimising paid off?"""
+    judged = [t for t in ticks if t.pays_off is not None or t.decision.get("action") in ("optimize", "skip")]
+    agree = sum((t.decision.get("action") == "optimize") == bool(t.pays_off) for t in judged)
+    optimised = sum(t.decision.get("action") == "optimize" for t in ticks)
+    paid = sum(bool(t.pays_off) for t in ticks)
+    errors = [t.estimated_after / t.measured_after for t in ticks if t.estimated_after is not None and t.measured_after]
+    accuracy = f"; estimated/measured bytes after: {', '.join(f'{e:.2f}' for e in errors)}" if errors else ""
+    return (
+        f"Verdict: the service optimised on {optimised} of {len(ticks)} ticks; a manual optimise paid off on "
+        f"{paid}; decisions agreeing with 'pays off': {agree} of {len(judged)}{accuracy}."
+    )
+
+
+def main(argv: Sequence[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks flow")
+    parser.add_argument("--scale", type=float, default=0.3)
+    parser.add_argument("--appends", type=int, default=8)
+    parser.add_argument("--rate", type=float, default=60.0, help="queries per simulated hour")
+    parser.add_argument("--low-rate", type=float, default=2.0, help="the too-sparse scenario's rate (7 days logged)")
+    parser.add_argument("--files-per-append", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="scale 0.05, 4 appends")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.scale, args.appends = 0.05, 4
+    work = Path(tempfile.mkdtemp(prefix="deltaopt-flow-"))
+    spark = build_session(load_config_spark())
+    parts = tpch.generate("lineitem", args.scale, work / "tpch", parts=args.appends + 1)
+    scenarios = (
+        Scenario("filtered stream", args.rate, True, "optimise when the manual run pays off"),
+        Scenario(
+            "filtered stream, too sparse to pay", args.low_rate, True, "skip: too few queries", history_hours=7 * 24
+        ),
+        Scenario("unfiltered stream", args.rate, False, "skip: nothing to skip"),
+    )
+    results = []
+    try:
+        for i, scenario in enumerate(scenarios):
+            results.append(run_scenario(spark, scenario, parts, work / f"s{i}", args.files_per_append))
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    body = render(results, args.scale, args.appends)
+    print(body)
+    command = f"python -m benchmarks flow --scale {args.scale} --appends {args.appends} --rate {args.rate:g}"
+    name = "flow" if not args.quick else "flow-quick"
+    write_report(name, "The product flow: appends, a live stream, ticks", body, command)
+    raw = [
+        {"scenario": r["scenario"].name, "ticks": [t.__dict__ | {"decision": _brief(t.decision)} for t in r["ticks"]]}
+        for r in results
+    ]
+    (Path(__file__).parent / "reports" / f"{name}.json").write_text(json.dumps(raw, indent=1, default=str))
+
+
+def _brief(decision: dict[str, Any]) -> dict[str, Any]:
+    keep = ("action", "reason", "new_bytes", "net", "cost", "benefit", "features", "layouts", "seconds")
+    return {k: decision.get(k) for k in keep}
+
+
+def load_config_spark():  # type: ignore[no-untyped-def]
+    from optimizer.config import SparkSettings
+
+    return SparkSettings(master="local[2]", shuffle_partitions=8, driver_memory="4g")

@@ -1,0 +1,108 @@
+"""How many bytes the rewritten data will store: the compression change of a new layout, measured.
+
+A rewrite changes stored bytes for two reasons, measured separately because a sample can show only one
+of them faithfully:
+
+* **compaction** (file size, codec, writer): rows of many small files written as a few target-size
+  files share dictionaries and page overhead, and are written with the job's codec. Measured on real
+  rows at full density: a run of consecutive files to rewrite, up to one output file's worth (at most
+  `COMPACTION_BYTES`), rewritten in their current order with the job's writer, against their footers.
+* **clustering** (row order): sorted runs and small per-file dictionaries compress better. Measured on
+  the sample: the same rows written with the job's writer in their current order and in the layout's
+  order, cut into the same number of files, so that sampling and file-count effects cancel. Sampled
+  rows are sparser than real ones, so this term is if anything conservative.
+
+The per-column ratio of the layout is the product of the two.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from costmodel.benefit import Compression
+from costmodel.virtual_files import in_stored_order
+from optimizer.errors import TableAccessError
+from optimizer.skipping.scan import column_sizes
+from optimizer.table.access import DataFile, Snapshot
+from optimizer.table.footers import compression_ratios, file_codec, total_sizes, written_sizes
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from optimizer.table.deltars import DeltaRsTable
+
+log = logging.getLogger(__name__)
+
+COMPACTION_BYTES = 64 << 20  # input read to measure compaction: enough for dictionaries to amortise
+
+
+@dataclass(frozen=True)
+class StoredBaseline:
+    """What every candidate layout's compression is measured against (built once per decision)."""
+
+    compaction: Mapping[str, float]  # per column: bytes rewritten in current order / bytes stored now
+    sample_sizes: Mapping[str, int]  # the sample written in current order with the job's writer
+    codec_before: str | None
+    codec_after: str
+
+
+def job_codec(spark_frame: DataFrame) -> str:
+    """The codec Spark's Parquet writer uses in this session (what the OPTIMIZE job writes)."""
+    codec = spark_frame.sparkSession.conf.get("spark.sql.parquet.compression.codec", "snappy") or "snappy"
+    return codec.upper()
+
+
+def measure_baseline(
+    table: DeltaRsTable,
+    snapshot: Snapshot,
+    files: Sequence[DataFile],
+    sample: DataFrame,
+    target_files: int,
+) -> StoredBaseline | None:
+    """The compaction ratios and the sample's bytes in current order; None (logged) when the scratch
+    writes fail, and the estimate then goes on at today's bytes per row."""
+    try:
+        compaction = _compaction(table, snapshot, files, target_files, sample)
+        sample_sizes = total_sizes(written_sizes(table, in_stored_order(sample, snapshot, target_files)).values())
+    except TableAccessError as err:
+        log.warning("compression not estimated for %s: %s", table.uri, err)
+        return None
+    codec_before = file_codec(table, max(files, key=lambda f: f.size))
+    return StoredBaseline(compaction, sample_sizes, codec_before, job_codec(sample))
+
+
+def _compaction(
+    table: DeltaRsTable, snapshot: Snapshot, files: Sequence[DataFile], target_files: int, sample: DataFrame
+) -> dict[str, float]:
+    """Per column, bytes of a run of consecutive files rewritten as the job would size them / now."""
+    rows_out = sum(f.num_records or 0 for f in files) / max(target_files, 1)
+    run: list[DataFile] = []
+    for data_file in files:  # log order: the order the writer produced them
+        run.append(data_file)
+        if sum(f.num_records or 0 for f in run) >= rows_out or sum(f.size for f in run) >= COMPACTION_BYTES:
+            break
+    now = total_sizes(sizes for f in run if (sizes := column_sizes(table, f)) is not None)
+    rows = sum(f.num_records or 0 for f in run)
+    pieces = max(1, round(rows / rows_out)) if rows_out else 1
+    frame = table.read_files(sample.sparkSession, run, snapshot)
+    rewritten = total_sizes(written_sizes(table, in_stored_order(frame, snapshot, pieces)).values())
+    return compression_ratios(now, rewritten)
+
+
+def layout_compression(baseline: StoredBaseline, written: Mapping[str, int]) -> Compression:
+    """The layout's compression from its virtual files as written (`written`, summed over files)."""
+    clustering = compression_ratios(baseline.sample_sizes, written)
+    ratios = {c: baseline.compaction.get(c, 1.0) * r for c, r in clustering.items()}
+    return Compression(
+        ratios=ratios,
+        codec_before=baseline.codec_before,
+        codec_after=baseline.codec_after,
+        sample_bytes_before=sum(baseline.sample_sizes.values()),
+        sample_bytes_after=sum(written.values()),
+        compaction=dict(baseline.compaction),
+        clustering=clustering,
+        weights={c: float(v) for c, v in baseline.sample_sizes.items()},
+    )
