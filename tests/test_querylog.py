@@ -220,6 +220,85 @@ def test_import_event_log(log):
     assert all(r.duration_ms is not None and r.duration_ms > 0 for r in rows)
 
 
+SPARK4_SCANS = sorted(
+    [
+        ("lineitem", ()),  # the generator's own writes read the generated files: real, unfiltered scans
+        ("orders", ()),
+        (
+            "lineitem",
+            (
+                "l_discount <= 0.07",
+                "l_discount >= 0.05",
+                "l_shipdate < CAST('1995-01-01' AS DATE)",
+                "l_shipdate >= CAST('1994-01-01' AS DATE)",
+            ),
+        ),
+        ("lineitem", ("l_commitdate < l_receiptdate", "l_commitdate > l_shipdate", "l_shipmode IN ('MAIL', 'SHIP')")),
+        ("orders", ("o_orderdate < CAST('1993-10-01' AS DATE)", "o_orderdate >= CAST('1993-07-01' AS DATE)")),
+        ("lineitem", ("l_shipdate > CAST('1995-03-15' AS DATE)",)),
+        ("orders", ("o_orderdate < CAST('1995-03-15' AS DATE)",)),
+        ("lineitem", ("l_discount > l_tax", "l_quantity > 45")),
+    ]
+)
+SPARK4_ALIASES = {
+    f"/tmp/deltaopt-eventlog-fixture/{path}": name
+    for path, name in (
+        ("lineitem", "lineitem"),
+        ("orders", "orders"),
+        ("tpch/lineitem.parquet", "lineitem"),
+        ("tpch/orders.parquet", "orders"),
+    )
+}
+
+
+@pytest.mark.parametrize("fixture", ["spark4-defaults", "spark4-uncompressed", "spark4-lz4"])
+def test_spark4_event_logs_import_every_scan(log, fixture):
+    """Logs as PySpark 4 writes them by default (rolling directory, zstd in 113 frames), uncompressed,
+    and with the lz4 codec (lz4-java blocks): every SQL execution's scans, column-to-column conjuncts
+    from DataFilters included, and the same rows whatever the codec."""
+    directory = FIXTURES / "eventlog" / fixture
+    report = import_event_log(log, directory, SqlContext(aliases=SPARK4_ALIASES))
+    assert report.warnings == (), report.warnings
+    assert report.entries == 9, "nine SQL executions: 2 writes, 2 views, 4 SQL queries, 1 DataFrame filter"
+    assert report.quarantined == 2, "the two temp-view commands scan nothing"
+    rows = sorted((r.table_id, r.filters) for r in log.read())
+    assert rows == SPARK4_SCANS
+
+
+def test_a_truncated_zstd_log_warns_instead_of_succeeding_silently(log, tmp_path):
+    (source,) = (FIXTURES / "eventlog" / "spark4-defaults").glob("events_*")
+    data = source.read_bytes()
+    cut = tmp_path / "events_1_app.zstd"
+    cut.write_bytes(data[: len(data) // 3])  # the writer died mid-frame: what was decoded is kept, and said
+    report = import_event_log(log, cut)
+    assert any("ends inside a zstd frame" in w for w in report.warnings), report.warnings
+    first_frame = tmp_path / "first" / "events_1_app.zstd"
+    first_frame.parent.mkdir()
+    first_frame.write_bytes(data[: data.index(b"\x28\xb5\x2f\xfd", 4)])  # only the first of many frames
+    report = import_event_log(log, first_frame.parent)
+    assert report.scans == 0
+    assert any("decoded only" in w for w in report.warnings), report.warnings
+    assert "WARNING" in report.describe()
+
+
+def test_sql_executions_that_give_no_scan_are_a_warning(log):
+    directory = FIXTURES / "eventlog" / "spark4-uncompressed"
+    report = import_event_log(log, directory, SqlContext(watched=frozenset({"customer"})))
+    assert report.scans == 0
+    assert any("9 SQL executions found but no scan captured" in w for w in report.warnings), report.warnings
+
+
+def test_column_comparisons_are_read_from_data_filters():
+    from querylog.importers.pushed_filters import parse_data_filter
+
+    schema = {"a": "date", "b": "date", "c": "string"}
+    assert parse_data_filter("(a#1 < b#2)", schema).sql() == "a < b"
+    both = parse_data_filter("(month(a#1) = month(b#2))", schema)
+    assert both is not None and both.sql() == "MONTH(CAST(a AS DATE)) = MONTH(CAST(b AS DATE))"
+    assert parse_data_filter("(a#1 < x#9)", schema) is None, "an unknown column is not guessed"
+    assert parse_data_filter("(c#3 = abc)", schema) is None, "an unquoted value is not guessed"
+
+
 def test_import_missing_source_is_a_clear_error(log, tmp_path):
     with pytest.raises(ImportSourceError, match="cannot read"):
         import_sql_file(log, tmp_path / "nope.sql")

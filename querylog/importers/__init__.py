@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime
 
 from querylog.capture import Captured
 from querylog.store import QuarantineTable, QueryLogTable, quarantine_path
@@ -17,23 +18,37 @@ class ImportReport:
     scans: int  # rows appended to the query log
     quarantined: int
     already_imported: bool = False
+    warnings: tuple[str, ...] = ()  # the source was read, but what it gave looks wrong
+    newest: datetime | None = None  # the latest scan appended
 
     def describe(self) -> str:
         if self.already_imported:
             return f"{self.source}: already imported (same content), nothing appended"
-        return f"{self.source}: {self.entries} entries -> {self.scans} scan rows, {self.quarantined} quarantined"
+        text = f"{self.source}: {self.entries} entries -> {self.scans} scan rows, {self.quarantined} quarantined"
+        return text + "".join(f"\n  WARNING: {w}" for w in self.warnings)
 
 
 def content_key(data: bytes) -> str:
-    return "import:" + hashlib.sha256(data).hexdigest()[:40]
+    """The idempotency key of a source: its content's hash."""
+    return digest_key(hashlib.sha256(data))
 
 
-def commit_import(log: QueryLogTable, captured: Captured, key: str, source: str, entries: int) -> ImportReport:
+def digest_key(hasher: hashlib._Hash) -> str:
+    """`content_key` of content hashed incrementally with sha256."""
+    return "import:" + hasher.hexdigest()[:40]
+
+
+def commit_import(
+    log: QueryLogTable, captured: Captured, key: str, source: str, entries: int, warnings: tuple[str, ...] = ()
+) -> ImportReport:
     """Append the rows and quarantine records of one source exactly once (keyed by its content)."""
     quarantine = QuarantineTable(quarantine_path(log.uri), log.storage_options)
     if log.committed_batch(key) is not None:
-        return ImportReport(source, entries, 0, 0, already_imported=True)
+        return ImportReport(source, entries, 0, 0, already_imported=True, warnings=warnings)
     if quarantine.committed_batch(key) is None:
         quarantine.append(captured.quarantined, key, 0)
     log.append(captured.scans, key, 0)
-    return ImportReport(source, entries, len(captured.scans), len(captured.quarantined))
+    newest = max((s.ts for s in captured.scans), default=None)
+    return ImportReport(
+        source, entries, len(captured.scans), len(captured.quarantined), warnings=warnings, newest=newest
+    )

@@ -10,13 +10,14 @@ From each ``SparkListenerSQLExecutionStart`` event:
   cannot tell those from written ones (the SQL path never sees inferred ones either).
 
 The matching ``SparkListenerSQLExecutionEnd`` gives the duration. Garbage lines, events without
-scans and unreadable filters are quarantined. Plain and ``.gz`` logs are read, as are Spark 4's rolling
-log directories; zstd/lz4-compressed logs need ``zstandard``/``lz4`` installed, or decompressing first.
+scans and unreadable filters are quarantined. Plain, gzip, zstd and lz4 logs are read, streaming and to
+their last frame, as are Spark 4's rolling log directories (`querylog.importers.eventlog_files`). An
+import that finds SQL executions but captures no scan, or a file that decodes to fewer bytes than it
+stores, is reported with a warning: never a silent success.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -27,8 +28,9 @@ from typing import Any
 from sqlglot import exp
 
 from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql
-from querylog.errors import ImportSourceError, PredicateError
-from querylog.importers import ImportReport, commit_import, content_key
+from querylog.errors import PredicateError
+from querylog.importers import ImportReport, commit_import
+from querylog.importers.eventlog_files import EventLogReading, event_lines
 from querylog.importers.pushed_filters import (
     parse_data_filter,
     parse_pushed_filter,
@@ -41,36 +43,6 @@ from querylog.records import QuarantineRecord
 START = "SparkListenerSQLExecutionStart"
 END = "SparkListenerSQLExecutionEnd"
 SQL_START = re.compile(r"^\s*(\(\s*)*(select|with|insert|create\s+table|from)\b", re.I)
-
-
-def _open_bytes(path: Path) -> bytes:
-    try:
-        if path.is_dir():  # Spark 4 rolling event log: eventlog_v2_*/events_<n>_*
-            parts = sorted(
-                path.glob("events_*"),
-                key=lambda p: int(p.name.split("_")[1]) if p.name.split("_")[1].isdigit() else 0,
-            )
-            return b"\n".join(_open_bytes(p) for p in parts)
-        data = path.read_bytes()
-    except OSError as err:
-        raise ImportSourceError(f"cannot read {path}: {err.strerror or err}") from err
-    if path.suffix == ".gz":
-        return gzip.decompress(data)
-    if path.suffix in (".zstd", ".zst"):
-        try:
-            import zstandard
-        except ImportError as err:
-            raise ImportSourceError(
-                f"{path} is zstd-compressed: pip install zstandard, or run `zstd -d` first"
-            ) from err
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    if path.suffix == ".lz4":
-        try:
-            import lz4.frame
-        except ImportError as err:
-            raise ImportSourceError(f"{path} is lz4-compressed: pip install lz4, or decompress it first") from err
-        return lz4.frame.decompress(data)
-    return data
 
 
 def _scan_nodes(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
@@ -169,12 +141,13 @@ def _capture_plan(
 def import_event_log(log_table: Any, path: str | Path, context: SqlContext = SqlContext()) -> ImportReport:
     """Import a Spark event log file (or rolling-log directory) into `log_table`."""
     path = Path(path)
-    data = _open_bytes(path)
+    reading = EventLogReading()
     starts: list[tuple[int, Mapping[str, Any]]] = []
     ends: dict[Any, int] = {}
     captured = Captured()
     now = datetime.now(UTC)
-    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+    for number, raw in enumerate(event_lines(path, reading), start=1):
+        line = raw.decode("utf-8", errors="replace")
         if not line.strip():
             continue
         try:
@@ -214,4 +187,13 @@ def import_event_log(log_table: Any, path: str | Path, context: SqlContext = Sql
                 captured += result
                 continue
         captured += _capture_plan(event, ts, context, location, metrics)
-    return commit_import(log_table, captured, content_key(data), str(path), len(starts))
+    warnings = list(reading.warnings)
+    if starts and not captured.scans:
+        reasons = sorted({q.reason for q in captured.quarantined})
+        warnings.append(
+            f"{len(starts)} SQL executions found but no scan captured"
+            + (f" (quarantined: {'; '.join(reasons[:3])})" if reasons else "")
+        )
+    if not starts and reading.decoded_bytes:
+        warnings.append(f"no SQL execution events in {reading.decoded_bytes:,} bytes: is it a Spark event log?")
+    return commit_import(log_table, captured, reading.content_key, str(path), len(starts), tuple(warnings))

@@ -9,8 +9,9 @@ One ambiguity Spark's format leaves open: a string inside an ``In`` list that it
 prints like two values. Such lists are read as printed; the SQL path has no such limit.
 
 ``DataFilters`` are Catalyst expressions, also printed with unquoted literals. Only the unambiguous
-kind is taken from them: a comparison of a function of one column with a number, e.g.
-``(month(l_shipdate#50) = 12)``, which pushed filters cannot express.
+kinds are taken from them, which pushed filters cannot express: a comparison of a function of one
+column with a number, e.g. ``(month(l_shipdate#50) = 12)``, and a comparison between columns (or
+functions of them) with no literal at all, e.g. ``(l_commitdate#61 < l_receiptdate#62)``.
 """
 
 from __future__ import annotations
@@ -164,8 +165,9 @@ def split_filter_list(text: str) -> list[str]:
 
 
 def parse_data_filter(text: str, schema: dict[str, str]) -> exp.Expr | None:
-    """A Catalyst data filter when it is a numeric comparison of a function of one known column, else
-    None. ``(month(l_shipdate#50) = 12)`` -> ``MONTH(l_shipdate) = 12``."""
+    """A Catalyst data filter when it is a numeric comparison of a function of one known column, or a
+    literal-free comparison of known columns, else None. ``(month(l_shipdate#50) = 12)`` ->
+    ``MONTH(l_shipdate) = 12``; ``(l_commitdate#61 < l_receiptdate#62)`` as it reads."""
     cleaned = re.sub(r"#\d+L?\b", "", text)
     try:
         expression = parse_condition(cleaned).unnest()
@@ -174,6 +176,8 @@ def parse_data_filter(text: str, schema: dict[str, str]) -> exp.Expr | None:
     if not isinstance(expression, exp.EQ | exp.GT | exp.GTE | exp.LT | exp.LTE):
         return None
     left, right = expression.this, expression.expression
+    if _compares_columns(expression, schema):
+        return expression
     if not isinstance(right, exp.Literal) or right.is_string:
         return None
     columns = list(left.find_all(exp.Column))
@@ -182,3 +186,14 @@ def parse_data_filter(text: str, schema: dict[str, str]) -> exp.Expr | None:
     if any(isinstance(n, exp.Literal) and not n.is_string for n in left.walk()):
         return None  # an argument printed unquoted could be a string or a date: do not guess
     return expression
+
+
+def _compares_columns(expression: exp.Expr, schema: dict[str, str]) -> bool:
+    """Both sides reference known columns and nothing is a literal (no value to type or guess)."""
+    columns = list(expression.find_all(exp.Column))
+    return (
+        not any(isinstance(n, exp.Literal) for n in expression.walk())
+        and all(c.name.lower() in schema for c in columns)
+        and expression.this.find(exp.Column) is not None
+        and expression.expression.find(exp.Column) is not None
+    )
