@@ -2,11 +2,21 @@
 
 Each sub-command is a small function in `optimizer.commands`. Errors from the library
 (`DeltaOptError`, `QueryLogError`) become one clear line on stderr and exit status 2.
+
+The console script is `entry`, which leaves the process without Python's finalisation once the
+command has returned and its output is flushed: native threads of delta-rs (tokio) and pyarrow torn
+down during finalisation abort the process (exit 134, "terminate called without an active
+exception") in a share of runs, after a command that succeeded. Everything a command writes (commits,
+state files, decision logs) is durable before `main` returns, so nothing is lost by skipping it; the
+Spark JVM child exits when its gateway's stdin closes with the process.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -19,14 +29,12 @@ from optimizer.commands import (
     cmd_demo,
     cmd_estimate,
     cmd_optimize,
-    cmd_querylog_import,
-    cmd_querylog_quarantine,
-    cmd_querylog_show,
     cmd_serve,
     cmd_status,
     cmd_table_info,
 )
 from optimizer.errors import DeltaOptError
+from optimizer.querylog_commands import cmd_querylog_import, cmd_querylog_quarantine, cmd_querylog_show
 from querylog.errors import QueryLogError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -59,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyse = commands.add_parser("analyse", help="choose clustering features from the workload, and say why")
     analyse.add_argument("--config", required=True)
     analyse.add_argument("--table", help="configured table name (optional with a single table)")
+    analyse.add_argument("--window", help="how far back to read the log, e.g. 30d (default: workload_window)")
     analyse.add_argument("--json", action="store_true")
     analyse.set_defaults(handler=cmd_analyse)
 
@@ -80,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     est = commands.add_parser("estimate", help="cost, benefit and the decision for a table's new data")
     est.add_argument("--config", required=True)
     est.add_argument("--table", help="configured table name (optional with a single table)")
+    est.add_argument("--window", help="how far back to read the log, e.g. 30d (default: workload_window)")
     est.add_argument("--json", action="store_true")
     est.set_defaults(handler=cmd_estimate)
 
@@ -161,5 +171,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def entry() -> None:
+    """The ``deltaopt`` console script: `main`, flush, then exit without native teardown."""
+    try:
+        code = main()
+    except SystemExit as stop:  # argparse (--help, usage errors) and explicit exits
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 2)
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+    except BaseException:
+        logging.shutdown()
+        raise  # an unexpected error keeps Python's own traceback and exit path
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe (deltaopt ... | head): nothing to say
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -15,7 +15,7 @@ from typing import Any
 from optimizer.errors import DeltaOptError
 
 
-def _print_json(value: Any) -> None:
+def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str, sort_keys=True))
 
 
@@ -40,7 +40,7 @@ def cmd_table_info(args: argparse.Namespace) -> int:
 
     info = table_info(open_table(args.path))
     if args.json:
-        _print_json(info.as_dict())
+        print_json(info.as_dict())
     else:
         print(render(info))
     return 0
@@ -52,60 +52,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.workdir, scale=args.scale, parts=args.parts, fresh=not args.keep)
 
 
-def _querylog_target(args: argparse.Namespace):
-    """The log table and SQL context from --config/--table, or from --log alone."""
-    from optimizer.querylog_context import sql_context
-    from querylog.capture import SqlContext
-    from querylog.store import QueryLogTable
-
-    if args.config:
-        config, table = _configured_table(args)
-        return QueryLogTable(args.log or table.query_log_path), sql_context(config)
-    if not args.log:
-        raise DeltaOptError("give --log PATH, or --config FILE [--table NAME]")
-    return QueryLogTable(args.log), SqlContext()
-
-
-def cmd_querylog_import(args: argparse.Namespace) -> int:
-    from querylog.importers.eventlog import import_event_log
-    from querylog.importers.sqltext import HistoryColumns, import_history, import_sql_file
-
-    log_table, context = _querylog_target(args)
-    if args.sql:
-        report = import_sql_file(log_table, args.sql, context)
-    elif args.history:
-        columns = HistoryColumns(text=args.text_column, time=args.time_column, query_id=args.id_column)
-        report = import_history(log_table, args.history, context, columns)
-    else:
-        report = import_event_log(log_table, args.eventlog, context)
-    print(report.describe())
-    return 0
-
-
-def cmd_querylog_show(args: argparse.Namespace) -> int:
-    log_table, _ = _querylog_target(args)
-    rows = sorted(log_table.read(args.table_id), key=lambda r: r.ts)[-args.last :]
-    if args.json:
-        _print_json([r.__dict__ for r in rows])
-        return 0
-    for r in rows:
-        print(f"{r.ts:%Y-%m-%d %H:%M:%S} {r.table_id} [{r.source}] {' AND '.join(r.filters) or '(no filter)'}")
-    print(f"{len(rows)} row(s)")
-    return 0
-
-
-def cmd_querylog_quarantine(args: argparse.Namespace) -> int:
-    from querylog.store import QuarantineTable, quarantine_path
-
-    log_table, _ = _querylog_target(args)
-    records = QuarantineTable(quarantine_path(log_table.uri)).read()
-    for q in records[-args.last :]:
-        print(f"{q.ts:%Y-%m-%d %H:%M:%S} {q.source} {q.location}: {q.reason}")
-    print(f"{len(records)} quarantined input(s) in {quarantine_path(log_table.uri)}")
-    return 0
-
-
-def _configured_table(args: argparse.Namespace):
+def configured_table(args: argparse.Namespace):
     from optimizer.config import load_config
 
     config = load_config(args.config)
@@ -122,21 +69,33 @@ def _watched(args: argparse.Namespace):
     from optimizer.table import open_table
     from querylog.store import QueryLogTable
 
-    config, table = _configured_table(args)
+    config, table = configured_table(args)
+    if getattr(args, "window", None):
+        from optimizer.config import parse_duration
+
+        thresholds = table.thresholds.model_copy(update={"workload_window": parse_duration(args.window)})
+        table = table.model_copy(update={"thresholds": thresholds})
     return config, table, build_session(config.spark), open_table(table.path), QueryLogTable(table.query_log_path)
 
 
 def cmd_analyse(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
+    from datetime import UTC, datetime, timedelta
 
     from optimizer.analysis import analyse_table
 
     _, table, spark, delta, log = _watched(args)
-    result = analyse_table(spark, delta, table.identity, log, table.thresholds, datetime.now(UTC))
+    now = datetime.now(UTC)
+    result = analyse_table(spark, delta, table.identity, log, table.thresholds, now)
+    older = log.older(table.identity, now - timedelta(seconds=table.thresholds.workload_window))
     if args.json:
-        _print_json(result.as_dict())
+        print_json({**result.as_dict(), "outside_window": older.as_dict()})
         return 0
     print(f"{table.name}: {result.scans} scans in the window, sample of {result.sample_rows} rows")
+    if older.count:
+        print(
+            f"  {older.count} older scans are outside the window ({older.first:%Y-%m-%d} .. {older.last:%Y-%m-%d}); "
+            "--window or workload_window reaches them"
+        )
     for label, values in result.features.as_dict().items():
         if label != "sop_weights":
             print(f"  {label:8} {', '.join(values) or '-'}")  # type: ignore[arg-type]
@@ -214,7 +173,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         run_id=args.run_id,
     )
     if args.json:
-        _print_json(result.as_dict())
+        print_json(result.as_dict())
     elif result.version is None:
         print("nothing to optimise: no unclustered files")
     else:
@@ -235,12 +194,15 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     cost_model = load(config.service.cost_model_path)
     decision = estimate(spark, delta, table.identity, log, table.thresholds, cost_model, datetime.now(UTC))
     if args.json:
-        _print_json(decision.as_dict())
+        print_json(decision.as_dict())
         return 0
     print(f"{table.name} v{decision.version}: {decision.action.upper()} - {decision.reason}")
     print(
         f"  new data: {decision.new_files} files, {decision.new_bytes:,} bytes (threshold {decision.min_new_bytes:,})"
     )
+    if decision.outside_window and decision.outside_window.get("count"):
+        o = decision.outside_window
+        print(f"  outside the workload window: {o['count']} logged scans ({o['first']} .. {o['last']})")
     if decision.cost and decision.benefit:
         b = decision.benefit
         print(f"  cost: {decision.cost.seconds:.1f} cluster-s ({decision.cost.terms})")
@@ -248,6 +210,19 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             f"  benefit: {b.benefit:.1f} cluster-s = {b.expected_queries:.0f} expected queries x "
             f"{b.saved_mb_per_query:.2f} MB saved each; scanned share {b.p_before:.1%} -> {b.p_after:.1%}"
         )
+        print(f"    of which skipping {b.benefit_skipping:.1f}, compression {b.benefit_compression:.1f}")
+        if b.rate is not None and b.rate.period_start is not None:
+            print(
+                f"  query rate: {b.rate.per_day:,.1f}/day over {b.rate.covered_seconds / 3600:,.1f} h of log "
+                f"from {b.rate.period_start:%Y-%m-%d %H:%M} ({len(b.rate.gaps)} gap(s) left out)"
+            )
+        if b.compression is not None:
+            c = b.compression
+            figures = c.as_dict()
+            print(
+                f"  stored bytes x{c.ratio:.3f} ({c.codec_before} -> {c.codec_after}): compaction "
+                f"x{figures['compaction']}, clustering x{figures['clustering']}"
+            )
         print(f"  features: {decision.features}")
     return 0
 
@@ -324,7 +299,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             entry["error"] = str(err)
         rows.append(entry)
     if args.json:
-        _print_json(rows)
+        print_json(rows)
         return 0
     for entry in rows:
         decision = entry["last_decision"] or {}
@@ -350,7 +325,7 @@ def cmd_decisions(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     records = DecisionLog(config.decision_log_path, config.service.decisions_path).read(args.table, args.last)
     if args.json:
-        _print_json(records)
+        print_json(records)
         return 0
     for r in records:
         print(f"{r['ts']}  {r['table']}  v{r.get('version', '?')}  {r['action'].upper()}: {r['reason']}")

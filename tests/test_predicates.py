@@ -145,6 +145,41 @@ def test_allow_list_rejects_the_rest(text, offender):
         check_evaluable(expression)
 
 
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("s RLIKE '(a+)+$'", "nested quantifier"),
+        ("REGEXP_EXTRACT(s, '(a*)*b', 1) = 'z'", "nested quantifier"),
+        ("s RLIKE '(?:[a-z]+ ?)+$'", "nested quantifier"),
+        ("s RLIKE '(a)x\\\\1'", "backreference"),  # Spark SQL text '(a)x\\1' is the regex (a)x\1
+        ("s RLIKE t", "not a string literal"),
+        ("s RLIKE '(unclosed'", "cannot be checked"),
+        ("s LIKE '%a%b%c%d%e%f%g%h%i%j%'", "11 '%' wildcards"),
+        ("x IN (" + ", ".join(str(i) for i in range(1001)) + ")", "IN list of 1,001 values"),
+        ("s = '" + "y" * 1001 + "'", "string literal of 1,001 characters"),
+        ("x = " + " + ".join(["1"] * 60), "nested deeper"),
+    ],
+)
+def test_predicates_with_unbounded_cost_are_refused_with_the_reason(text, why):
+    """Logged predicates are untrusted: a catastrophic-backtracking regex or a giant literal would be
+    evaluated on every row of every sample and OPTIMIZE."""
+    with pytest.raises(UnsafeExpressionError, match="unbounded evaluation cost") as caught:
+        check_evaluable(parse_condition(text))
+    assert why in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "text", ["s RLIKE '^ab[0-9]+c$'", "s RLIKE '(a|b)*c'", "s LIKE '%furiously%'", "s RLIKE '(?>a+)+b'"]
+)
+def test_bounded_regexes_and_patterns_stay_evaluable(text):
+    check_evaluable(parse_condition(text))
+
+
+def test_a_predicate_nested_beyond_the_parser_is_a_clear_error():
+    with pytest.raises(PredicateError, match="nested too deeply"):
+        parse_condition("x = " + "(" * 2000 + "1" + ")" * 2000)
+
+
 def test_sql_renders_quoted_identifiers_safely():
     """A hostile column name cannot escape into SQL: sqlglot quotes and escapes identifiers."""
     expression = parse_condition("`a`` OR 1=1 --` = 1")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from querylog.errors import UnsafeExpressionError
+from querylog.predicates.bounds import cost_problems
 
 # sqlglot node classes: structure, operators, and functions known to be deterministic in Spark.
 ALLOWED_NODES: frozenset[str] = frozenset(
@@ -249,14 +250,18 @@ def unsafe_parts(expression: exp.Expr) -> list[str]:
 
 
 def check_evaluable(expression: exp.Expr) -> None:
-    """Raise `UnsafeExpressionError` unless every construct of `expression` is allowed."""
+    """Raise `UnsafeExpressionError` unless every construct of `expression` is allowed and its cost
+    is bounded (`querylog.predicates.bounds`)."""
     bad = unsafe_parts(expression)
     if bad:
         raise UnsafeExpressionError(f"not on the evaluation allow-list: {', '.join(bad)}")
+    costly = cost_problems(expression)
+    if costly:
+        raise UnsafeExpressionError(f"unbounded evaluation cost: {'; '.join(costly)}")
 
 
 def is_evaluable(expression: exp.Expr) -> bool:
-    return not unsafe_parts(expression)
+    return not unsafe_parts(expression) and not cost_problems(expression)
 
 
 def _describe(node: exp.Expr) -> str:

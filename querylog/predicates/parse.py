@@ -25,6 +25,8 @@ def parse_condition(text: str, dialect: str = DIALECT) -> exp.Expr:
         return sqlglot.condition(text, dialect=dialect)
     except (ParseError, TokenError, ValueError) as err:
         raise PredicateError(f"cannot parse predicate {text[:200]!r}: {_first_line(err)}") from err
+    except RecursionError as err:  # untrusted text nested beyond the parser's recursion
+        raise PredicateError(f"cannot parse predicate {text[:200]!r}: nested too deeply") from err
 
 
 def parse_query(sql: str, dialect: str = DIALECT) -> exp.Expr:
@@ -36,6 +38,8 @@ def parse_query(sql: str, dialect: str = DIALECT) -> exp.Expr:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except (ParseError, TokenError, ValueError) as err:
         raise PredicateError(f"unparseable SQL: {_first_line(err)}") from err
+    except RecursionError as err:
+        raise PredicateError("unparseable SQL: nested too deeply for the parser") from err
     if len(statements) != 1:
         raise PredicateError(f"expected one statement, found {len(statements)}")
     statement = statements[0]
