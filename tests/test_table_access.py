@@ -246,3 +246,51 @@ def test_tables_with_deletion_vectors_are_left_alone(tmp_path):
     )
     with pytest.raises(errors.UnsupportedTableError, match="deletionVectors"):
         open_table(path).snapshot()
+
+
+@pytest.mark.parametrize(
+    ("uri", "options", "mechanism"),
+    [
+        ("/data/t", {}, "local file system"),
+        ("file:///data/t", {}, "local file system"),
+        ("abfss://c@acct.dfs.core.windows.net/t", {}, "Azure conditional put"),
+        ("gs://bucket/t", {}, "GCS preconditions"),
+        ("s3://bucket/t", {"AWS_S3_LOCKING_PROVIDER": "dynamodb"}, "DynamoDB lock table 'delta_log'"),
+        ("s3://bucket/t", {"aws_s3_locking_provider": "dynamodb", "DELTA_DYNAMO_TABLE_NAME": "locks"}, "'locks'"),
+        ("s3a://bucket/t", {"AWS_CONDITIONAL_PUT": "etag"}, "S3 conditional put (etag"),
+    ],
+)
+def test_stores_whose_commits_are_atomic_for_every_writer(uri, options, mechanism):
+    from optimizer.table.commit_safety import check_commit_safety
+
+    assert mechanism in check_commit_safety(uri, options, environ={})
+
+
+@pytest.mark.parametrize(
+    ("uri", "options", "environ", "named"),
+    [
+        ("s3://bucket/t", {}, {}, "AWS_S3_LOCKING_PROVIDER=dynamodb"),
+        ("s3://bucket/t", {"AWS_S3_ALLOW_UNSAFE_RENAME": "true"}, {}, "AWS_S3_ALLOW_UNSAFE_RENAME=true"),
+        ("s3://bucket/t", {}, {"AWS_S3_ALLOW_UNSAFE_RENAME": "TRUE"}, "AWS_S3_ALLOW_UNSAFE_RENAME=true"),
+        ("s3://bucket/t", {"AWS_S3_ALLOW_UNSAFE_RENAME": "true", "AWS_S3_LOCKING_PROVIDER": "dynamodb"}, {}, "UNSAFE"),
+        ("ftp://host/t", {}, {}, "'ftp://'"),
+    ],
+)
+def test_unsafely_configured_stores_are_refused_naming_the_setting(uri, options, environ, named):
+    from optimizer.table.commit_safety import UnsafeStoreError, check_commit_safety
+
+    with pytest.raises(UnsafeStoreError, match=named):
+        check_commit_safety(uri, options, environ=environ)
+
+
+def test_optimize_refuses_an_unsafe_store_before_any_work(monkeypatch):
+    """No snapshot is read and nothing is written: the refusal comes first."""
+    from optimizer.clustering import optimize
+    from optimizer.features import FeatureSet, ZFeature
+    from optimizer.table import open_table
+    from optimizer.table.commit_safety import UnsafeStoreError
+
+    monkeypatch.delenv("AWS_S3_LOCKING_PROVIDER", raising=False)
+    table = open_table("s3://no-such-bucket/t", {"AWS_S3_ALLOW_UNSAFE_RENAME": "true"})
+    with pytest.raises(UnsafeStoreError, match="AWS_S3_ALLOW_UNSAFE_RENAME"):
+        optimize(None, table, FeatureSet(z=(ZFeature("x"),)), 1 << 20)  # type: ignore[arg-type]

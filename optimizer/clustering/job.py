@@ -169,6 +169,7 @@ def optimize(
     """
     started = time.perf_counter()
     seconds: dict[str, float] = {}
+    table.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
     snapshot = snapshot or table.snapshot()
     chosen = list(files) if files is not None else unclustered_files(table, snapshot)
     active = snapshot.by_path()

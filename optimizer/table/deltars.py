@@ -26,6 +26,7 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction, cre
 
 from optimizer import errors
 from optimizer.table.access import CUSTOM_METADATA_KEY, Commit, DataFile, Snapshot, StagedFile
+from optimizer.table.commit_safety import check_commit_safety
 from optimizer.table.stats import collect_file_stats, data_columns, delta_stats_json, stats_columns
 
 if TYPE_CHECKING:
@@ -203,6 +204,7 @@ class DeltaRsTable:
 
         if self.exists():
             raise errors.TableAccessError(f"a Delta table already exists at {self.uri}")
+        self.commit_safety()
         arrow = to_arrow_schema(df.schema)
         schema_json = Schema.from_arrow(arrow).to_json()
         draft = Snapshot(self.uri, -1, schema_json, tuple(partition_by), (), dict(configuration or {}))
@@ -227,6 +229,7 @@ class DeltaRsTable:
         self, staged: Sequence[StagedFile], snapshot: Snapshot, metadata: Mapping[str, Any] | None = None
     ) -> int:
         """Commit `staged` as new data (``dataChange=true``); blind appends retry on conflicts."""
+        self.commit_safety()
         self._check_staged(staged)
         table = self._open()
         try:
@@ -259,6 +262,7 @@ class DeltaRsTable:
         """
         if not remove:
             raise errors.RewriteValidationError("a rewrite must remove at least one file")
+        self.commit_safety()
         paths = [f.path for f in remove]
         if len(set(paths)) != len(paths):
             raise errors.RewriteValidationError("a rewrite lists the same file to remove twice")
@@ -311,6 +315,11 @@ class DeltaRsTable:
         )
 
     # ---- storage -------------------------------------------------------------------------------
+
+    def commit_safety(self) -> str:
+        """How concurrent commits to this table are made atomic; raises `UnsafeStoreError` when the
+        store's configuration cannot guarantee it (`optimizer.table.commit_safety`)."""
+        return check_commit_safety(self.uri, self.storage_options)
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         if _is_uri(self.uri):
