@@ -12,7 +12,6 @@ from optimizer.errors import DeltaOptError
 def _querylog_target(args: argparse.Namespace):
     """The log table and SQL context from --config/--table, or from --log alone."""
     from optimizer.querylog_context import sql_context
-    from querylog.capture import SqlContext
     from querylog.store import QueryLogTable
 
     if args.config:
@@ -20,7 +19,26 @@ def _querylog_target(args: argparse.Namespace):
         return QueryLogTable(args.log or table.query_log_path), sql_context(config)
     if not args.log:
         raise DeltaOptError("give --log PATH, or --config FILE [--table NAME]")
-    return QueryLogTable(args.log), SqlContext()
+    return QueryLogTable(args.log), _located_context(args.log)
+
+
+def _located_context(log_path: str) -> Any:
+    """With --log alone: the schema of the table the log sits beside (``<table>_querylog``, the default
+    layout), so its columns resolve; every other table gets an open schema."""
+    from optimizer.errors import TableAccessError
+    from optimizer.querylog_context import table_columns
+    from querylog.capture import SqlContext
+
+    base = log_path.rstrip("/")
+    if not base.endswith("_querylog"):
+        return SqlContext()
+    table_path = base[: -len("_querylog")]
+    name = table_path.rsplit("/", 1)[-1].lower()
+    try:
+        columns = table_columns(table_path)
+    except TableAccessError:
+        return SqlContext()
+    return SqlContext(schema={name: columns}, aliases={name: name, table_path: name})
 
 
 def cmd_querylog_import(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from sqlglot import exp
 
 from querylog.errors import PredicateError, UnsafeExpressionError
 from querylog.predicates.allowlist import check_evaluable, unsafe_parts
@@ -50,6 +51,50 @@ def test_read_columns_per_scan():
     columns = {s.alias: s.columns for s in scans}
     assert columns["l"] == ("l_extendedprice", "l_orderkey")
     assert columns["o"] == ("o_orderdate", "o_orderkey")
+
+
+TPCH_QUERIES = sorted((FIXTURES / "tpch").glob("q*.sql"))
+
+
+def _lineitem_filters(sql: str, schema) -> set[str]:  # type: ignore[no-untyped-def]
+    return {f for scan in scan_filters(sql, schema).scans if scan.table == "lineitem" for f in scan.filters}
+
+
+@pytest.mark.parametrize("query", TPCH_QUERIES, ids=lambda p: p.stem)
+def test_only_lineitem_known_gives_the_same_lineitem_filters(query):
+    """A service watching only lineitem knows only its schema: every statement still resolves, the
+    lineitem filters are those found with every schema known, and none reads another table's column
+    (join conditions such as l_orderkey = o_orderkey in q4's EXISTS are not scan filters)."""
+    sql = query.read_text()
+    partial = _lineitem_filters(sql, {"lineitem": SCHEMA["lineitem"]})
+    assert partial == _lineitem_filters(sql, SCHEMA)
+    lineitem_columns = set(SCHEMA["lineitem"])
+    for text in partial:
+        columns = {c.name.lower() for c in parse_condition(text).find_all(exp.Column)}
+        assert columns <= lineitem_columns, f"{text} reads a column lineitem does not have"
+
+
+@pytest.mark.parametrize("query", TPCH_QUERIES, ids=lambda p: p.stem)
+def test_no_schema_at_all_quarantines_nothing(query):
+    """Without any schema, unknown tables get open schemas: no statement fails to resolve."""
+    scan_filters(query.read_text())
+
+
+def test_a_column_absent_from_a_known_schema_never_belongs_to_it():
+    """In a correlated subquery over lineitem, p_partkey is not lineitem's: the comparison is a join."""
+    sql = (
+        "SELECT count(*) FROM part WHERE p_size = 3 AND EXISTS "
+        "(SELECT 1 FROM lineitem WHERE l_partkey = p_partkey AND l_quantity < 5)"
+    )
+    scans = {s.table: s.filters for s in scan_filters(sql, {"lineitem": SCHEMA["lineitem"]}).scans}
+    assert scans["lineitem"] == ("l_quantity < 5",)
+    assert scans["part"] == ("p_size = 3",)
+
+
+def test_a_name_two_unknown_tables_could_own_is_not_attributed():
+    sql = "SELECT * FROM lineitem, a, b WHERE x = 1 AND l_quantity < 5 AND a.y = 2"
+    scans = {s.table: s.filters for s in scan_filters(sql, {"lineitem": SCHEMA["lineitem"]}).scans}
+    assert scans == {"lineitem": ("l_quantity < 5",), "a": ("y = 2",), "b": ()}
 
 
 def test_star_without_schema_reads_everything():

@@ -16,6 +16,14 @@ Passes, in order:
 6. normalise each table's conjuncts (`normalize.normalize_conjuncts`).
 
 Conjuncts over several tables are join predicates; conjuncts with subqueries are not scan filters.
+
+Real logs reference tables the service does not watch, whose schemas are unknown. Every table whose
+schema is not given gets an **open schema** (`open_schemas`): the column
+names the statement uses that no known table has, narrowed by qualified references (``p.p_size`` is
+``part``'s). A name left to several unknown tables is ambiguous: no conjunct using it is a scan
+filter. So a column absent from a known schema never belongs to that table, a comparison of two
+tables' columns (also inside a correlated subquery) is a join condition, and a statement is not
+quarantined because a table it joins is unknown.
 """
 
 from __future__ import annotations
@@ -88,9 +96,11 @@ def scan_filters(
     query = parse_query(sql, dialect)
     try:
         query = inline_ctes(query)
+        resolved = open_schemas(query, schema or {})
+        qualify_schema: dict[str, object] = dict(resolved.schema)
         query = qualify(
             query,
-            schema=dict(schema) if schema else None,
+            schema=qualify_schema or None,
             dialect=dialect,
             validate_qualify_columns=False,
             quote_identifiers=False,
@@ -104,11 +114,49 @@ def scan_filters(
     joins = 0
     unattributed: list[str] = []
     for scope in scopes:
-        found, scope_joins, lost = _scope_scans(scope, identity)
+        found, scope_joins, lost = _scope_scans(scope, identity, resolved)
         scans += found
         joins += scope_joins
         unattributed += lost
     return QueryScans(tuple(scans), joins, tuple(unattributed))
+
+
+@dataclass(frozen=True)
+class OpenSchemas:
+    """The schema `qualify` resolves with: the known one plus open schemas of unknown tables."""
+
+    schema: dict[str, dict[str, str]]
+    opened: frozenset[str]  # tables whose schema was made up from the statement's own column names
+    ambiguous: frozenset[str]  # column names that could belong to several unknown tables
+    star: bool  # the statement reads ``*``: an open schema does not list what that is
+
+
+def open_schemas(query: exp.Expr, schema: Schema) -> OpenSchemas:
+    """`schema` plus an open schema for each table of `query` it does not know."""
+    known = {name.lower(): {c.lower(): t for c, t in columns.items()} for name, columns in schema.items()}
+    tables = list(query.find_all(exp.Table))
+    star = any(True for _ in query.find_all(exp.Star))
+    unknown = {t.name.lower() for t in tables if t.name and t.name.lower() not in known}
+    if not unknown:
+        return OpenSchemas(known, frozenset(), frozenset(), star)
+    aliases = {t.alias_or_name.lower(): t.name.lower() for t in tables}
+    known_columns = {c for name in {t.name.lower() for t in tables} & known.keys() for c in known[name]}
+    projected = {a.alias.lower() for a in query.find_all(exp.Alias)}
+    opened: dict[str, dict[str, str]] = {name: {} for name in unknown}
+    loose: set[str] = set()
+    for column in query.find_all(exp.Column):
+        parts = [part.name.lower() for part in column.parts]
+        if len(parts) >= 2 and parts[0] in aliases:  # alias.column, or alias.struct.field
+            if aliases[parts[0]] in opened:
+                opened[aliases[parts[0]]][parts[1]] = "unknown"
+        elif parts and parts[0] not in known_columns and parts[0] not in projected:
+            loose.add(parts[0])  # an unqualified column, or a struct path rooted at one
+    for name in loose:
+        owners = [t for t, columns in opened.items() if name in columns] or list(opened)
+        for owner in owners:
+            opened[owner][name] = "unknown"
+    ambiguous = frozenset(n for n in loose if sum(n in columns for columns in opened.values()) > 1)
+    return OpenSchemas({**known, **opened}, frozenset(opened), ambiguous, star)
 
 
 def _base_tables(scope: Scope) -> dict[str, exp.Table]:
@@ -137,7 +185,7 @@ def _null_tolerant(expression: exp.Expr) -> bool:
     )
 
 
-def _scope_scans(scope: Scope, identity: Identity) -> tuple[list[TableScan], int, list[str]]:
+def _scope_scans(scope: Scope, identity: Identity, resolved: OpenSchemas) -> tuple[list[TableScan], int, list[str]]:
     select = scope.expression
     if not isinstance(select, exp.Select):
         return [], 0, []
@@ -175,9 +223,12 @@ def _scope_scans(scope: Scope, identity: Identity) -> tuple[list[TableScan], int
     for conjunct in pool:
         if _has_subquery(conjunct):
             continue
+        if any(c.name.lower() in resolved.ambiguous for c in conjunct.find_all(exp.Column)):
+            lost.append(conjunct.sql(DIALECT))  # may read an unknown table's column: not attributable
+            continue
         aliases = _aliases(conjunct)
         if aliases is None:
-            if len(scope.sources) == 1 and len(tables) == 1:
+            if len(scope.sources) == 1 and len(tables) == 1 and not scope.is_correlated_subquery:
                 filters[next(iter(tables))].append(conjunct)
             else:
                 lost.append(conjunct.sql(DIALECT))
@@ -200,7 +251,8 @@ def _scope_scans(scope: Scope, identity: Identity) -> tuple[list[TableScan], int
         canonical: set[str] = set()
         for conjunct in filters.get(alias, []):
             canonical.update(canonical_conjuncts(conjunct, qualifiers=[alias]))
-        scans.append(TableScan(identity(table), alias, tuple(sorted(canonical)), columns.get(alias, ())))
+        read = ("*",) if resolved.star and table.name.lower() in resolved.opened else columns.get(alias, ())
+        scans.append(TableScan(identity(table), alias, tuple(sorted(canonical)), read))
     return scans, joins, lost
 
 
