@@ -82,7 +82,7 @@ class Tick:
     manual_features: dict[str, Any] | None = None
     bytes_per_query: dict[str, float] = field(default_factory=dict)  # copy -> held-out mean, deltaopt pruning
     standard_bytes_per_query: dict[str, float] = field(default_factory=dict)  # Delta min/max only
-    files: dict[str, tuple[int, int]] = field(default_factory=dict)  # copy -> (mean files kept, files)
+    files: dict[str, tuple[float, int]] = field(default_factory=dict)  # copy -> (mean files kept, files)
     estimated_after: float | None = None  # the service's estimate, bytes per query on the rewritten files
     measured_after: float | None = None  # the same workload on the files the run wrote
     manual_saved_mb: float | None = None  # marginal MB saved per held-out query by this tick's manual run
@@ -100,7 +100,8 @@ def stream(count: int, seed: int, filtered: bool) -> list[str]:
 
 def poisson_arrivals(rng: random.Random, rate: float, begin: datetime, hours: float) -> list[datetime]:
     """Arrival times of a Poisson stream of `rate` per hour over `hours` from `begin`."""
-    times, clock = [], 0.0
+    times: list[datetime] = []
+    clock = 0.0
     while True:
         clock += rng.expovariate(rate)
         if clock >= hours:
@@ -258,6 +259,7 @@ def duckdb_files(copies: dict[str, DeltaRsTable], held: Sequence[tuple[str | Non
                 "total_files": known[0].total if known else None,
                 "unknown": len(counts) - len(known),
             }
+        out["errors"] = dict(reader.errors.most_common(3))
     finally:
         reader.close()
     return out
@@ -358,6 +360,8 @@ def render(results: Sequence[dict], scale: float, appends: int) -> str:
             )
             + "\n"
         )
+        if duck.get("errors"):
+            lines.append(f"Unknown counts are the extension's errors: {duck['errors']}\n")
         lines.append(verdict(ticks) + "\n")
     header = (
         f"TPC-H lineitem scale {scale} in {appends} increments; one increment per simulated hour, "
@@ -426,7 +430,7 @@ def _brief(decision: dict[str, Any]) -> dict[str, Any]:
     return {k: decision.get(k) for k in keep}
 
 
-def load_config_spark():  # type: ignore[no-untyped-def]
+def load_config_spark():
     from optimizer.config import SparkSettings
 
     return SparkSettings(master="local[2]", shuffle_partitions=8, driver_memory="4g")

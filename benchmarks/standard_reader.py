@@ -11,6 +11,7 @@ tables deltaopt never touched): that query's count is unknown (None), never a pa
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ class DuckDBReader:
             config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false"}
         )
         self.connection.execute(f"LOAD '{_extension()}'")
+        self.errors: Counter[str] = Counter()  # first line of each error the extension raised
 
     def files_scanned(self, path: str, where: str | None, columns: tuple[str, ...] = ()) -> Scanned | None:
         """Files DuckDB keeps for ``SELECT count(*) ... WHERE where`` over the Delta table at `path`."""
@@ -53,7 +55,8 @@ class DuckDBReader:
         sql = f"EXPLAIN ANALYZE SELECT {projection} FROM delta_scan('{path}') WHERE {condition}"
         try:
             rows = self.connection.execute(sql).fetchall()
-        except Exception:  # the extension's internal errors: unknown, not a pass
+        except Exception as err:  # the extension's internal errors: unknown, not a pass
+            self.errors[str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__] += 1
             return None
         match = _SCANNING.search("\n".join(str(cell) for row in rows for cell in row))
         return Scanned(int(match.group(1)), int(match.group(2))) if match else None
