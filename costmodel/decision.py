@@ -32,6 +32,7 @@ from optimizer.skipping.filestats import FileStats
 from optimizer.skipping.scan import column_sizes, table_file_stats
 from optimizer.table.access import DataFile, Snapshot
 from optimizer.table.footers import total_sizes, written_sizes
+from optimizer.table.output import resolve_output
 from querylog.records import ScanRecord
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class Decision:
     layouts: list[dict[str, object]] = field(default_factory=list)  # every layout compared, with its numbers
     seconds: dict[str, float] = field(default_factory=dict)
     outside_window: dict[str, object] | None = None  # logged scans older than the workload window
+    output: dict[str, object] | None = None  # codec and row groups OPTIMIZE would write with
 
     @property
     def optimize(self) -> bool:
@@ -101,6 +103,7 @@ def estimate(
         "new_files": len(new),
         "new_bytes": new_bytes,
         "min_new_bytes": thresholds.min_new_bytes,
+        "output": resolve_output(thresholds.output, snapshot.configuration).as_dict(),
     }
     if new_bytes < thresholds.min_new_bytes or not new:
         return Decision(
@@ -129,7 +132,8 @@ def estimate(
         candidates = candidate_layouts(features) if thresholds.compare_layouts else [("as analysed", features)]
         replay = workload_replay(table, snapshot, new, records, thresholds, now, index, older.count > 0)
         if thresholds.estimate_compression:
-            replay = replace(replay, stored=measure_baseline(table, snapshot, new, sample, replay.target_files))
+            baseline = measure_baseline(table, snapshot, new, sample, replay.target_files, thresholds.output)
+            replay = replace(replay, stored=baseline)
         evaluated = [
             LayoutEstimate(
                 name,
@@ -286,7 +290,7 @@ def layout_benefit(
     def measure(frame: DataFrame) -> Mapping[int, Mapping[str, int]] | None:
         assert table is not None
         try:
-            return written_sizes(table, frame)
+            return written_sizes(table, frame, stored.output.writer_options() if stored else None)
         except TableAccessError as err:
             log.warning("compression not estimated for %s: %s", table.uri, err)
             return None
@@ -327,7 +331,8 @@ def benefit_of(
     times it); comparing layouts builds the `WorkloadReplay` once instead."""
     replay = workload_replay(table, snapshot, files, records, thresholds, now)
     if thresholds.estimate_compression:
-        replay = replace(replay, stored=measure_baseline(table, snapshot, files, sample, replay.target_files))
+        baseline = measure_baseline(table, snapshot, files, sample, replay.target_files, thresholds.output)
+        replay = replace(replay, stored=baseline)
     return layout_benefit(replay, snapshot, features, sample, thresholds, table)
 
 

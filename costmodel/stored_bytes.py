@@ -4,7 +4,8 @@ A rewrite changes stored bytes for two reasons, measured separately because a sa
 of them faithfully:
 
 * **compaction** (file size, codec, writer): rows of many small files written as a few target-size
-  files share dictionaries and page overhead, and are written with the job's codec. Measured on real
+  files share dictionaries and page overhead, and are written with the job's codec and row groups
+  (`optimizer.table.output`). Measured on real
   rows at full density: a run of consecutive files to rewrite, up to one output file's worth (at most
   `COMPACTION_BYTES`), rewritten in their current order with the job's writer, against their footers.
 * **clustering** (row order): sorted runs and small per-file dictionaries compress better. Measured on
@@ -28,6 +29,7 @@ from optimizer.errors import TableAccessError
 from optimizer.skipping.scan import column_sizes
 from optimizer.table.access import DataFile, Snapshot
 from optimizer.table.footers import compression_ratios, file_codec, total_sizes, written_sizes
+from optimizer.table.output import OutputSettings, resolve_output
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -46,13 +48,11 @@ class StoredBaseline:
     compaction: Mapping[str, float]  # per column: bytes rewritten in current order / bytes stored now
     sample_sizes: Mapping[str, int]  # the sample written in current order with the job's writer
     codec_before: str | None
-    codec_after: str
+    output: OutputSettings  # what the job writes with (the table's codec property applied)
 
-
-def job_codec(spark_frame: DataFrame) -> str:
-    """The codec Spark's Parquet writer uses in this session (what the OPTIMIZE job writes)."""
-    codec = spark_frame.sparkSession.conf.get("spark.sql.parquet.compression.codec", "snappy") or "snappy"
-    return codec.upper()
+    @property
+    def codec_after(self) -> str:
+        return str(self.output.as_dict()["codec"]).upper()
 
 
 def measure_baseline(
@@ -61,21 +61,30 @@ def measure_baseline(
     files: Sequence[DataFile],
     sample: DataFrame,
     target_files: int,
+    output: OutputSettings,
 ) -> StoredBaseline | None:
-    """The compaction ratios and the sample's bytes in current order; None (logged) when the scratch
-    writes fail, and the estimate then goes on at today's bytes per row."""
+    """The compaction ratios and the sample's bytes in current order, written as the job would with
+    `output`; None (logged) when the scratch writes fail: the estimate then goes on at today's bytes."""
+    written_with = resolve_output(output, snapshot.configuration)
+    options = written_with.writer_options()
     try:
-        compaction = _compaction(table, snapshot, files, target_files, sample)
-        sample_sizes = total_sizes(written_sizes(table, in_stored_order(sample, snapshot, target_files)).values())
+        compaction = _compaction(table, snapshot, files, target_files, sample, options)
+        ordered = in_stored_order(sample, snapshot, target_files)
+        sample_sizes = total_sizes(written_sizes(table, ordered, options).values())
     except TableAccessError as err:
         log.warning("compression not estimated for %s: %s", table.uri, err)
         return None
     codec_before = file_codec(table, max(files, key=lambda f: f.size))
-    return StoredBaseline(compaction, sample_sizes, codec_before, job_codec(sample))
+    return StoredBaseline(compaction, sample_sizes, codec_before, written_with)
 
 
 def _compaction(
-    table: DeltaRsTable, snapshot: Snapshot, files: Sequence[DataFile], target_files: int, sample: DataFrame
+    table: DeltaRsTable,
+    snapshot: Snapshot,
+    files: Sequence[DataFile],
+    target_files: int,
+    sample: DataFrame,
+    options: Mapping[str, str],
 ) -> dict[str, float]:
     """Per column, bytes of a run of consecutive files rewritten as the job would size them / now."""
     rows_out = sum(f.num_records or 0 for f in files) / max(target_files, 1)
@@ -88,7 +97,7 @@ def _compaction(
     rows = sum(f.num_records or 0 for f in run)
     pieces = max(1, round(rows / rows_out)) if rows_out else 1
     frame = table.read_files(sample.sparkSession, run, snapshot)
-    rewritten = total_sizes(written_sizes(table, in_stored_order(frame, snapshot, pieces)).values())
+    rewritten = total_sizes(written_sizes(table, in_stored_order(frame, snapshot, pieces), options).values())
     return compression_ratios(now, rewritten)
 
 

@@ -171,6 +171,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         metadata={"trigger": "manual"},
         progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True),
         run_id=args.run_id,
+        output=_output_settings(args, thresholds),
     )
     if args.json:
         print_json(result.as_dict())
@@ -182,6 +183,24 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             f"{result.bytes_in:,} -> {result.bytes_out:,} bytes, {result.rows:,} rows"
         )
     return 0
+
+
+def _output_settings(args: argparse.Namespace, thresholds: Any) -> Any:
+    """How `optimize` writes: --output-json (the service's request), else the flags over the configuration."""
+    from optimizer.config import parse_size
+    from optimizer.table.output import OutputSettings
+
+    if args.output_json:
+        return OutputSettings.from_dict(json.loads(args.output_json))
+    base = thresholds.output if thresholds is not None else OutputSettings()
+    if not (args.codec or args.codec_level or args.row_group_size):
+        return base
+    return OutputSettings(
+        codec=args.codec or base.codec,
+        level=args.codec_level if args.codec_level is not None else base.level,
+        row_group_bytes=parse_size(args.row_group_size) if args.row_group_size else base.row_group_bytes,
+        source="command line" if args.codec else base.source,
+    )
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:

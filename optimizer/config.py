@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from optimizer.errors import ConfigError
+from optimizer.table.output import OutputSettings
 
 _SIZE_UNITS = {
     "b": 1,
@@ -100,9 +101,20 @@ class Thresholds(_Model):
     estimate_compression: bool = Field(
         True, description="write the sample in both layouts to price how much better clustered data compresses"
     )
+    codec: Literal["zstd", "snappy", "gzip", "lz4", "lz4_raw", "none", "uncompressed"] = Field(
+        "zstd", description="Parquet codec OPTIMIZE writes (the table's delta.parquet.compression.codec wins)"
+    )
+    codec_level: int | None = Field(None, ge=1, le=22, description="codec level (zstd 1-22, gzip 1-9)")
+    row_group_size: ByteSize = Field(16 << 20, gt=0, description="Parquet row-group size OPTIMIZE writes")
     compare_layouts: bool = Field(
         True, description="estimate Z-only, SOP-only and fewer-Z variants too, and keep the best net benefit"
     )
+
+    @property
+    def output(self) -> OutputSettings:
+        """How OPTIMIZE writes Parquet (before the table's own codec property is applied)."""
+        source = "configuration" if "codec" in self.model_fields_set else "default"
+        return OutputSettings(self.codec, self.codec_level, self.row_group_size, source)
 
 
 class SparkSettings(_Model):

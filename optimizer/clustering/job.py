@@ -31,6 +31,7 @@ from optimizer.skipping.collect import sop_vector, stats_spec
 from optimizer.skipping.extended import ExtendedStats, delete_index, to_json, unclustered_files, write_index
 from optimizer.spark_expr import expression_column
 from optimizer.table.access import DataFile, Snapshot, StagedFile
+from optimizer.table.output import OutputSettings, resolve_output
 from optimizer.table.stats import data_columns, stats_columns
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class OptimizeResult:
     dimensions: tuple[str, ...]
     features: Mapping[str, object]
     seconds: Mapping[str, float] = field(default_factory=dict)
+    output: Mapping[str, object] = field(default_factory=dict)  # codec and row-group size written with
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -161,8 +163,10 @@ def optimize(
     progress: Progress = lambda _: None,
     order_ids: bool = True,
     run_id: str | None = None,
+    output: OutputSettings = OutputSettings(),
 ) -> OptimizeResult:
-    """Rewrite `files` (default: the files no deltaopt run clustered) with the combined layout.
+    """Rewrite `files` (default: the files no deltaopt run clustered) with the combined layout, written
+    with `output`'s codec and row-group size (the table's own codec property wins).
 
     Raises `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing
     committed) and `TableAccessError`.
@@ -206,7 +210,8 @@ def optimize(
         extended_by_path[path] = spec.extended(row, run_id)
         return to_json(extended_by_path[path])
 
-    staged = table.stage(spark, layout.frame, snapshot, "optimize", extra, extended)
+    written_with = resolve_output(output, snapshot.configuration)
+    staged = table.stage(spark, layout.frame, snapshot, "optimize", extra, extended, written_with.writer_options())
     seconds["write"] = time.perf_counter() - clock
     progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
     try:
@@ -224,6 +229,7 @@ def optimize(
         "rows": rows_in,
         "sopPartitions": len(layout.partitions),
         "dimensions": len(layout.dimensions),
+        "output": written_with.as_dict(),
         **(metadata or {}),
     }
     clock = time.perf_counter()
@@ -248,6 +254,7 @@ def optimize(
         dimensions=tuple(d.column for d in layout.dimensions),
         features=features.as_dict(),
         seconds={k: round(v, 3) for k, v in seconds.items()},
+        output=written_with.as_dict(),
     )
 
 

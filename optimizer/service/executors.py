@@ -29,6 +29,7 @@ from optimizer.config import DatabricksSettings, ExecutionSettings, SparkSetting
 from optimizer.errors import JobSubmissionError
 from optimizer.features import FeatureSet
 from optimizer.table.access import Commit, commit_of_run
+from optimizer.table.output import OutputSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,6 +45,7 @@ class OptimizeRequest:
     run_id: str
     read_version: int
     files: tuple[str, ...] | None = None  # paths; None: the unclustered files when the job starts
+    output: OutputSettings = OutputSettings()  # codec and row-group size to write with
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class SparkExecutor:
             snapshot=snapshot,
             metadata={"trigger": "service", "executor": self.name},
             run_id=request.run_id,
+            output=request.output,
         )
         return JobOutcome(
             self.name,
@@ -102,7 +105,7 @@ class SparkExecutor:
             result.bytes_out,
             result.rows,
             round(time.perf_counter() - started, 3),
-            {"dimensions": list(result.dimensions), "sop_partitions": result.sop_partitions},
+            {"dimensions": list(result.dimensions), "sop_partitions": result.sop_partitions, "output": result.output},
         )
 
 
@@ -118,6 +121,8 @@ def optimize_command(request: OptimizeRequest) -> list[str]:
         str(request.target_file_size),
         "--run-id",
         request.run_id,
+        "--output-json",
+        json.dumps(request.output.as_dict()),
         "--json",
     ]
 

@@ -121,6 +121,7 @@ def _tick(
         table.thresholds.target_file_size,
         run.run_id,
         decision.version,
+        output=table.thresholds.output,
     )
     with ctx.job_slots:
         try:

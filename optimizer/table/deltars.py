@@ -154,17 +154,21 @@ class DeltaRsTable:
         purpose: str,
         extra_aggregates: Mapping[str, Column] | None = None,
         extended_stats: ExtendedStats | None = None,
+        options: Mapping[str, str] | None = None,
     ) -> list[StagedFile]:
         """Write `df` as Parquet under ``<table>/<purpose>-<uuid>/`` and compute each file's statistics.
 
         Nothing is committed. `extra_aggregates` are evaluated per file in the statistics pass and handed
         to `extended_stats(path, row)`, whose mapping is stored under the stats key ``"deltaopt"``.
+        `options` go to Spark's Parquet writer (codec, row-group size: `optimizer.table.output`).
         Raises `RewriteValidationError` when `df` does not have the table's schema.
         """
         schema = snapshot.spark_schema()
         _check_schema(df.schema, schema, self.uri)
         directory = f"{purpose}-{uuid.uuid4().hex[:16]}"
         writer = df.select(*[f"`{n}`" for n in schema.names]).write.mode("error")  # Connect knows this spelling
+        if options:
+            writer = writer.options(**options)
         if snapshot.partition_columns:
             writer = writer.partitionBy(*snapshot.partition_columns)
         try:

@@ -31,17 +31,6 @@ log = logging.getLogger(__name__)
 SCRATCH = "_deltaopt_scratch"
 _PART = re.compile(r"part-(\d+)")  # Spark names each task's file after its partition
 
-# Parquet's codec names (as pyarrow reports them) -> the names Spark's Parquet writer accepts.
-SPARK_CODECS = {
-    "UNCOMPRESSED": "none",
-    "SNAPPY": "snappy",
-    "GZIP": "gzip",
-    "ZSTD": "zstd",
-    "LZ4": "lz4",
-    "LZ4_RAW": "lz4_raw",
-}
-
-
 def file_codec(table: DeltaRsTable, data_file: DataFile) -> str | None:
     """The codec of `data_file`'s first column chunk (e.g. ``"SNAPPY"``), None if unreadable."""
     fs, root = table.filesystem()
@@ -54,18 +43,18 @@ def file_codec(table: DeltaRsTable, data_file: DataFile) -> str | None:
     return str(metadata.row_group(0).column(0).compression).upper()
 
 
-def written_sizes(table: DeltaRsTable, frame: DataFrame, codec: str | None = None) -> dict[int, dict[str, int]]:
-    """Compressed bytes per top-level column of `frame` written as Parquet, per Spark partition
-    (each partition is one file: ``part-<partition>-...``).
-
-    `codec` is a Parquet codec name (``"SNAPPY"``, ``"ZSTD"``...); None writes with the session's
-    setting, as the OPTIMIZE job does. Raises `TableAccessError` when the scratch write fails.
+def written_sizes(
+    table: DeltaRsTable, frame: DataFrame, options: Mapping[str, str] | None = None
+) -> dict[int, dict[str, int]]:
+    """Compressed bytes per top-level column of `frame` written as Parquet with the writer `options`
+    (`optimizer.table.output`: what OPTIMIZE writes with), per Spark partition (each partition is one
+    file: ``part-<partition>-...``). Raises `TableAccessError` when the scratch write fails.
     """
     fs, root = table.filesystem()
     directory = f"{SCRATCH}/{uuid.uuid4().hex[:16]}"
     writer = frame.write.mode("error")
-    if codec is not None:
-        writer = writer.option("compression", SPARK_CODECS.get(codec.upper(), codec.lower()))
+    if options:
+        writer = writer.options(**options)
     try:
         writer.parquet(table.spark_uri(directory))
         return _sizes(fs, f"{root}/{directory}")
