@@ -11,6 +11,7 @@ BENCHMARKS = {
     "layouts": "benchmarks.layout_bench",
     "estimator": "benchmarks.estimator_bench",
     "flow": "benchmarks.flow_bench",
+    "files": "benchmarks.files_bench",
 }
 
 
