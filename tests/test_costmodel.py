@@ -241,9 +241,14 @@ def test_estimate_decides_on_a_real_table(spark, tmp_path):
     )
     cheap = CostModel(overhead=1.0, base=10.0, per_z=1.0, per_sop=1.0, per_additional=0.1)
 
+    log.append(records("x = 3", count=2, age=timedelta(days=30)))  # outside the 7-day window
     decision = estimate(spark, table, "t", log, thresholds, cheap, NOW)
     assert decision.action == "optimize", decision.reason
     assert decision.features["z"] == ["x"]
+    assert decision.outside_window is not None and decision.outside_window["count"] == 2
+    assert decision.benefit is not None and decision.benefit.rate is not None
+    assert decision.benefit.rate.period_start == NOW - timedelta(days=7), "older records: the whole window counts"
+    assert "queries expected" in decision.reason and "MB per query" in decision.reason
     assert decision.benefit is not None and decision.benefit.p_after < 0.5 * decision.benefit.p_before
 
     too_little = estimate(spark, table, "t", log, Thresholds(min_new_bytes=10**12), cheap, NOW)
