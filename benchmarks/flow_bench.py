@@ -256,7 +256,7 @@ def duckdb_files(copies: dict[str, DeltaRsTable], held: Sequence[tuple[str | Non
     from benchmarks.standard_reader import DuckDBReader
 
     reader = DuckDBReader()
-    out = {}
+    out: dict[str, Any] = {}
     try:
         for name, copy in copies.items():
             counts = [reader.files_scanned(copy.uri, where) for where, _ in held]
@@ -266,10 +266,10 @@ def duckdb_files(copies: dict[str, DeltaRsTable], held: Sequence[tuple[str | Non
                 "total_files": known[0].total if known else None,
                 "unknown": len(counts) - len(known),
             }
-        out["errors"] = dict(reader.errors.most_common(3))
+        errors = dict(reader.errors.most_common(3))
     finally:
         reader.close()
-    return out
+    return {"copies": out, "errors": errors}
 
 
 def render(results: Sequence[dict], scale: float, appends: int) -> str:
@@ -363,7 +363,7 @@ def render(results: Sequence[dict], scale: float, appends: int) -> str:
                 ", ".join(
                     f"{name} {v['mean_files']:.1f}/{v['total_files']}"
                     + (f" ({v['unknown']} unknown)" if v["unknown"] else "")
-                    for name, v in duck.items()
+                    for name, v in duck["copies"].items()
                     if v["mean_files"] is not None
                 )
                 if scenario.filtered
@@ -422,22 +422,26 @@ def main(argv: Sequence[str]) -> None:
         Scenario("unfiltered stream", args.rate, False, "skip: nothing to skip"),
     )
     results = []
+    name = "flow" if not args.quick else "flow-quick"
     try:
         for i, scenario in enumerate(scenarios):
             results.append(run_scenario(spark, scenario, parts, work / f"s{i}", args.files_per_append))
+            _save_raw(results, Path(__file__).parent / "reports" / f"{name}.json")  # kept if a later step fails
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     body = render(results, args.scale, args.appends)
     print(body)
     command = f"python -m benchmarks flow --scale {args.scale} --appends {args.appends} --rate {args.rate:g}"
-    name = "flow" if not args.quick else "flow-quick"
     write_report(name, "The product flow: appends, a live stream, ticks", body, command)
+
+
+def _save_raw(results: Sequence[dict], path: Path) -> None:
     raw = [
         {"scenario": r["scenario"].name, "ticks": [t.__dict__ | {"decision": _brief(t.decision)} for t in r["ticks"]]}
         for r in results
     ]
-    (Path(__file__).parent / "reports" / f"{name}.json").write_text(json.dumps(raw, indent=1, default=str))
+    path.write_text(json.dumps(raw, indent=1, default=str))
 
 
 def _brief(decision: dict[str, Any]) -> dict[str, Any]:

@@ -129,20 +129,8 @@ def estimate(
                 seconds=seconds,
             )
         clock = time.perf_counter()
-        candidates = candidate_layouts(features) if thresholds.compare_layouts else [("as analysed", features)]
         replay = workload_replay(table, snapshot, new, records, thresholds, now, index, older.count > 0)
-        if thresholds.estimate_compression:
-            baseline = measure_baseline(table, snapshot, new, sample, replay.target_files, thresholds.output)
-            replay = replace(replay, stored=baseline)
-        evaluated = [
-            LayoutEstimate(
-                name,
-                layout,
-                layout_cost(cost_model, new_bytes, layout),
-                layout_benefit(replay, snapshot, layout, sample, thresholds, table),
-            )
-            for name, layout in candidates
-        ]
+        evaluated = evaluate_layouts(table, snapshot, new, sample, replay, features, thresholds, cost_model)
         best = max(evaluated, key=lambda e: e.net)
         seconds["benefit"] = time.perf_counter() - clock
     finally:
@@ -163,6 +151,34 @@ def estimate(
         layouts=[e.summary() for e in evaluated],
         seconds={k: round(v, 3) for k, v in seconds.items()},
     )
+
+
+def evaluate_layouts(
+    table: DeltaRsTable,
+    snapshot: Snapshot,
+    files: Sequence[DataFile],
+    sample: DataFrame,
+    replay: WorkloadReplay,
+    features: FeatureSet,
+    thresholds: Thresholds,
+    cost_model: CostModel,
+) -> list[LayoutEstimate]:
+    """Cost and benefit of the analysed layout and its variants (`candidate_layouts`), each measured
+    on the same sample against the same replay (and, when enabled, the same stored-bytes baseline)."""
+    if thresholds.estimate_compression:
+        baseline = measure_baseline(table, snapshot, files, sample, replay.target_files, thresholds.output)
+        replay = replace(replay, stored=baseline)
+    candidates = candidate_layouts(features) if thresholds.compare_layouts else [("as analysed", features)]
+    new_bytes = sum(f.size for f in files)
+    return [
+        LayoutEstimate(
+            name,
+            layout,
+            layout_cost(cost_model, new_bytes, layout),
+            layout_benefit(replay, snapshot, layout, sample, thresholds, table),
+        )
+        for name, layout in candidates
+    ]
 
 
 @dataclass(frozen=True)
