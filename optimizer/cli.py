@@ -28,6 +28,7 @@ from optimizer.commands import (
     cmd_decisions,
     cmd_demo,
     cmd_estimate,
+    cmd_explain,
     cmd_optimize,
     cmd_serve,
     cmd_status,
@@ -89,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--connect", help="run the data work on this Spark Connect server (sc://host:port)")
     opt.add_argument("--json", action="store_true")
     opt.set_defaults(handler=cmd_optimize)
+
+    exp = commands.add_parser("explain", help="files and bytes a filter reads: standard readers vs deltaopt's pruning")
+    exp.add_argument("--table", required=True, help="table path")
+    exp.add_argument("--where", required=True, help="a SQL predicate, e.g. \"l_shipdate >= DATE '1995-01-01'\"")
+    exp.add_argument("--columns", help="columns the query reads, a,b,c (default: all)")
+    exp.add_argument("--json", action="store_true")
+    exp.set_defaults(handler=cmd_explain)
 
     est = commands.add_parser("estimate", help="cost, benefit and the decision for a table's new data")
     est.add_argument("--config", required=True)

@@ -203,6 +203,26 @@ def _output_settings(args: argparse.Namespace, thresholds: Any) -> Any:
     )
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from optimizer.skipping.explain import explain
+    from optimizer.table import open_table
+    from optimizer.table.info import human_bytes
+
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    result = explain(open_table(args.table), args.where, columns)
+    if args.json:
+        print_json(result.as_dict())
+        return 0
+    print(f"{args.table}: {result.total_files} files, {human_bytes(result.total_bytes)}; filter {result.predicate}")
+    for label, reads in (("standard readers (Delta min/max)", result.standard), ("deltaopt pruning", result.deltaopt)):
+        column = f", {human_bytes(reads.column_bytes)} of the columns read" if reads.column_bytes is not None else ""
+        print(f"  {label:34} {reads.files}/{result.total_files} files, {human_bytes(reads.bytes)}{column}")
+    print("  files skipped by:")
+    for stage, count in result.skipped_by.items():
+        print(f"    {stage:20} {count}")
+    return 0
+
+
 def cmd_estimate(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
