@@ -1,5 +1,5 @@
 """Clustering features: the records that travel from the analyser to the clustering job and the
-estimator (ARCHITECTURE.md contract 1).
+estimator (docs/ARCHITECTURE.md, contract 1).
 
 A Z feature is a deterministic scalar expression over one column (a column, or ``MONTH(l_shipdate)``,
 ``props['k']``, ...) compared with literals; a SOP feature is a whole boolean predicate. Both are

@@ -2,8 +2,8 @@
 
 Three ways to reach Spark, chosen by configuration:
 
-* **embedded** (default): ``local[*]`` in this process, with the settings RUNTIME.md requires
-  (UTC session time zone, microsecond Parquet timestamps so delta-rs can read the files, no
+* **embedded** (default): ``local[*]`` in this process, with the settings docs/ARCHITECTURE.md
+  ("Runtime facts") requires (UTC session time zone, microsecond Parquet timestamps so delta-rs can read the files, no
   ``_SUCCESS`` markers in table directories, few shuffle partitions).
 * **cluster**: any other master URL (``spark://``, ``yarn``, ``k8s://``).
 * **connect**: a Spark Connect URL (``sc://``), e.g. the cluster that wrote the data.
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Settings every session deltaopt builds needs (RUNTIME.md), whatever the master.
+# Settings every session deltaopt builds needs (docs/ARCHITECTURE.md, "Runtime facts"), whatever the master.
 REQUIRED_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     # INT96 timestamps become nanosecond timestamps that delta-rs refuses (timestampNanos).

@@ -1,4 +1,4 @@
-"""Shared fixtures. One SparkSession for the whole run: JVM start-up dominates (RUNTIME.md)."""
+"""Shared fixtures. One SparkSession for the whole run: JVM start-up dominates (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Per file written by an OPTIMIZE run: min/max of every Z feature and additional Z
 not a plain column, and the SOP bit vector over the clustering and additional SOP features, with the
 feature list it refers to.
 
-Where they live (ARCHITECTURE.md contract 2):
+Where they live (docs/ARCHITECTURE.md, contract 2):
 
 * inside the add action's stats JSON under ``"deltaopt"``, so they travel atomically with the commit
   (delta-rs and checkpoints keep unknown keys verbatim), and

@@ -1,9 +1,10 @@
 """`TableAccess` on delta-rs (the Delta log) and Spark (Parquet data).
 
 The log is only ever read and written through `deltalake`; Spark reads and writes the Parquet files.
-Layout rewrites follow the conflict rule of RUNTIME.md: commit with ``max_commit_retries=0`` against
-the exact version the rewrite was planned on; on conflict reload, check that every file it removes is
-still active (same path and size) and only then try again at the new version. A rewrite whose files a
+Layout rewrites follow the conflict rule of docs/ARCHITECTURE.md (contract 4): commit with
+``max_commit_retries=0`` against the exact version the rewrite was planned on; on conflict reload,
+check that every file it removes is still active (same path and size) and only then try again at the
+new version. A rewrite whose files a
 concurrent commit removed gives up with `CommitConflictError`, deletes what it staged, and commits
 nothing, so racing rewrites can neither duplicate nor lose rows.
 """
