@@ -103,6 +103,8 @@ def test_row_groups_are_cut_at_the_configured_size_and_readers_agree(spark, tmp_
         for g in range(metadata.num_row_groups)
     ]
     assert all(lo is not None for lo, _ in ranges), "every row group has statistics"
+    chunk = metadata.row_group(0).column(x)
+    assert chunk.has_column_index and chunk.has_offset_index, "page indexes let readers skip pages too"
     assert ranges == sorted(ranges), "Z-order within the file makes row-group ranges ascend"
     assert DeltaTable(table.uri).to_pyarrow_table().num_rows == 60_000
     reader = DuckDBReader()
