@@ -20,18 +20,17 @@ from typing import TYPE_CHECKING, Any
 from costmodel.benefit import MB, BenefitEstimate, Query, estimate_benefit, workload_queries
 from costmodel.cost import CostEstimate, CostModel
 from costmodel.rate import QueryRate, project_rate
-from costmodel.stored_bytes import StoredBaseline, layout_compression, measure_baseline
+from costmodel.stored_bytes import StoredBaseline, layout_compression, layout_measure, measure_baseline
 from costmodel.virtual_files import bytes_per_row, virtual_files
 from optimizer.analysis.analyser import Analysis, analyse
 from optimizer.analysis.sample import evaluate, sample_frame
 from optimizer.config import Thresholds
-from optimizer.errors import TableAccessError
 from optimizer.features import FeatureSet
 from optimizer.skipping.extended import ExtendedStats, load_index
 from optimizer.skipping.filestats import FileStats
 from optimizer.skipping.scan import column_sizes, table_file_stats
 from optimizer.table.access import DataFile, Snapshot
-from optimizer.table.footers import total_sizes, written_sizes
+from optimizer.table.footers import total_sizes
 from optimizer.table.output import resolve_output
 from querylog.records import ScanRecord
 
@@ -302,16 +301,8 @@ def layout_benefit(
     """The benefit of laying out the replay's files on `features`, estimated on `sample` (their rows).
     With the replay's stored-bytes baseline (and `table` for scratch space), compression counts."""
     stored = replay.stored if table is not None else None
-
-    def measure(frame: DataFrame) -> Mapping[int, Mapping[str, int]] | None:
-        assert table is not None
-        try:
-            return written_sizes(table, frame, stored.output.writer_options() if stored else None)
-        except TableAccessError as err:
-            log.warning("compression not estimated for %s: %s", table.uri, err)
-            return None
-
-    virtual = virtual_files(sample, snapshot, features, replay.target_files, measure if stored is not None else None)
+    measure = layout_measure(table, stored) if table is not None and stored is not None else None
+    virtual = virtual_files(sample, snapshot, features, replay.target_files, measure)
     compression = None
     if stored is not None and virtual.written is not None:
         compression = layout_compression(stored, total_sizes(virtual.written.values()))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from costmodel.benefit import Compression
-from costmodel.virtual_files import in_stored_order
+from costmodel.virtual_files import Measure, in_stored_order
 from optimizer.errors import TableAccessError
 from optimizer.skipping.scan import column_sizes
 from optimizer.table.access import DataFile, Snapshot
@@ -99,6 +99,21 @@ def _compaction(
     frame = table.read_files(sample.sparkSession, run, snapshot)
     rewritten = total_sizes(written_sizes(table, in_stored_order(frame, snapshot, pieces), options).values())
     return compression_ratios(now, rewritten)
+
+
+def layout_measure(table: DeltaRsTable, baseline: StoredBaseline) -> Measure:
+    """How the virtual files of a layout are measured: written as the job would write them; None
+    (logged) when the scratch write fails, and that layout is then estimated at today's bytes."""
+    options = baseline.output.writer_options()
+
+    def measure(frame: DataFrame) -> Mapping[int, Mapping[str, int]] | None:
+        try:
+            return written_sizes(table, frame, options)
+        except TableAccessError as err:
+            log.warning("compression not estimated for %s: %s", table.uri, err)
+            return None
+
+    return measure
 
 
 def layout_compression(baseline: StoredBaseline, written: Mapping[str, int]) -> Compression:
