@@ -10,7 +10,6 @@ fixed rule. Every number that went into the decision is in the returned record.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -39,8 +38,6 @@ if TYPE_CHECKING:
 
     from optimizer.table.deltars import DeltaRsTable
     from querylog.store import OlderRecords, QueryLogTable
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
