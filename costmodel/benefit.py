@@ -8,8 +8,8 @@ Per query of the workload window (its filters and the columns it reads):
 * **after**: the share of bytes it reads from the virtual files of the clustered sample, times the
   same files' bytes as the new layout would store them: clustered data compresses differently
   (usually better), a change every query gets, filtered or not. `Compression` holds per-column ratios
-  measured by writing the sample both ways (`costmodel.virtual_files`); without one, bytes per row
-  stay as they are.
+  measured by scratch writes (`costmodel.stored_bytes`); without one, bytes per row stay as they
+  are.
 
 The saving splits into a **skipping** term (files pruned) and a **compression** term (fewer bytes in
 the files still read); both are reported. Queries count with the same recency weights as the

@@ -5,9 +5,9 @@ of them faithfully:
 
 * **compaction** (file size, codec, writer): rows of many small files written as a few target-size
   files share dictionaries and page overhead, and are written with the job's codec and row groups
-  (`optimizer.table.output`). Measured on real
-  rows at full density: a run of consecutive files to rewrite, up to one output file's worth (at most
-  `COMPACTION_BYTES`), rewritten in their current order with the job's writer, against their footers.
+  (`optimizer.table.output`). Measured on real rows at full density: a run of consecutive files to
+  rewrite, up to one output file's worth (at most `COMPACTION_BYTES`), rewritten in their current
+  order with the job's writer, against their footers.
 * **clustering** (row order): sorted runs and small per-file dictionaries compress better. Measured on
   the sample: the same rows written with the job's writer in their current order and in the layout's
   order, cut into the same number of files, so that sampling and file-count effects cancel. Sampled
@@ -52,7 +52,7 @@ class StoredBaseline:
 
     @property
     def codec_after(self) -> str:
-        return str(self.output.as_dict()["codec"]).upper()
+        return self.output.spark_codec.upper()
 
 
 def measure_baseline(
@@ -89,12 +89,14 @@ def _compaction(
     """Per column, bytes of a run of consecutive files rewritten as the job would size them / now."""
     rows_out = sum(f.num_records or 0 for f in files) / max(target_files, 1)
     run: list[DataFile] = []
+    rows = size = 0
     for data_file in files:  # log order: the order the writer produced them
         run.append(data_file)
-        if sum(f.num_records or 0 for f in run) >= rows_out or sum(f.size for f in run) >= COMPACTION_BYTES:
+        rows += data_file.num_records or 0
+        size += data_file.size
+        if rows >= rows_out or size >= COMPACTION_BYTES:
             break
     now = total_sizes(sizes for f in run if (sizes := column_sizes(table, f)) is not None)
-    rows = sum(f.num_records or 0 for f in run)
     pieces = max(1, round(rows / rows_out)) if rows_out else 1
     frame = table.read_files(sample.sparkSession, run, snapshot)
     rewritten = total_sizes(written_sizes(table, in_stored_order(frame, snapshot, pieces), options).values())

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 SCRATCH = "_deltaopt_scratch"
 _PART = re.compile(r"part-(\d+)")  # Spark names each task's file after its partition
 
+
 def file_codec(table: DeltaRsTable, data_file: DataFile) -> str | None:
     """The codec of `data_file`'s first column chunk (e.g. ``"SNAPPY"``), None if unreadable."""
     fs, root = table.filesystem()

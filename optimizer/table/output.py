@@ -44,9 +44,14 @@ class OutputSettings:
         if self.codec not in CODECS:
             raise ConfigError(f"codec: got {self.codec!r}; expected one of {sorted(CODECS)}")
 
+    @property
+    def spark_codec(self) -> str:
+        """The codec as Spark's Parquet writer names it (``uncompressed`` is ``none``)."""
+        return CODECS[self.codec]
+
     def writer_options(self) -> dict[str, str]:
         """Options for Spark's Parquet writer (passed to parquet-mr through the Hadoop configuration)."""
-        codec = CODECS[self.codec]
+        codec = self.spark_codec
         options = {"compression": codec, "parquet.block.size": str(self.row_group_bytes)}
         if self.level is not None and codec in LEVEL_KEYS:
             options[LEVEL_KEYS[codec]] = str(self.level)
@@ -54,11 +59,11 @@ class OutputSettings:
 
     def describe(self) -> str:
         level = f" level {self.level}" if self.level is not None else ""
-        return f"{CODECS[self.codec].upper()}{level} ({self.source}), row groups of {self.row_group_bytes >> 20} MiB"
+        return f"{self.spark_codec.upper()}{level} ({self.source}), row groups of {self.row_group_bytes >> 20} MiB"
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "codec": CODECS[self.codec],
+            "codec": self.spark_codec,
             "level": self.level,
             "row_group_bytes": self.row_group_bytes,
             "source": self.source,
