@@ -115,39 +115,53 @@ def _decoder(path: Path, raw: IO[bytes], warnings: list[str]) -> IO[bytes]:
     return raw
 
 
-class ZstdFramesReader(io.RawIOBase):
+class _ChunkReader(io.RawIOBase):
+    """A raw stream over decoded chunks: subclasses say what the next chunk is (None: the end)."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while not self._pending:
+            chunk = self._next_chunk()
+            if chunk is None:
+                return 0
+            self._pending = chunk
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+    def _next_chunk(self) -> bytes | None:
+        raise NotImplementedError
+
+
+class ZstdFramesReader(_ChunkReader):
     """Every zstd frame of a stream, one after another, noting a stream that ends inside a frame
     (a writer that died, or a log still being written): what was decoded is kept, and said."""
 
     CHUNK = 1 << 16
 
     def __init__(self, raw: IO[bytes], decompressor: Any, name: str, warnings: list[str]) -> None:
+        super().__init__()
         self._raw = raw
         self._decompressor = decompressor
         self._frame = decompressor.decompressobj()
         self._started = False  # the current frame has consumed input
-        self._pending = b""
         self._name = name
         self._warnings = warnings
-        self._done = False
+        self._done = False  # the end was seen (and, if inside a frame, said once)
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        while not self._pending and not self._done:
-            self._pending = self._decode(self._raw.read(self.CHUNK))
-        size = min(len(buffer), len(self._pending))
-        buffer[:size] = self._pending[:size]
-        self._pending = self._pending[size:]
-        return size
-
-    def _decode(self, data: bytes) -> bytes:
+    def _next_chunk(self) -> bytes | None:
+        data = b"" if self._done else self._raw.read(self.CHUNK)
         if not data:
-            self._done = True
-            if self._started and not self._frame.eof:
+            if not self._done and self._started and not self._frame.eof:
                 self._warnings.append(f"{self._name}: ends inside a zstd frame (truncated, or still being written)")
-            return b""
+            self._done = True
+            return None
         out = []
         while data:
             try:
@@ -163,31 +177,17 @@ class ZstdFramesReader(io.RawIOBase):
         return b"".join(out)
 
 
-class Lz4BlockReader(io.RawIOBase):
+class Lz4BlockReader(_ChunkReader):
     """lz4-java's ``LZ4BlockOutputStream`` format, which Spark's ``lz4`` codec writes: a sequence of
     blocks ``"LZ4Block" | token | compressed length | decompressed length | checksum | data``, where
     the token's high nibble says raw (0x10) or LZ4 (0x20); an empty block ends a stream and another
     may follow."""
 
     def __init__(self, raw: IO[bytes]) -> None:
+        super().__init__()
         self._raw = raw
-        self._pending = b""
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        while not self._pending:
-            block = self._next_block()
-            if block is None:
-                return 0
-            self._pending = block
-        size = min(len(buffer), len(self._pending))
-        buffer[:size] = self._pending[:size]
-        self._pending = self._pending[size:]
-        return size
-
-    def _next_block(self) -> bytes | None:
+    def _next_chunk(self) -> bytes | None:
         magic = self._raw.read(len(LZ4_BLOCK_MAGIC))
         if not magic:
             return None
