@@ -135,7 +135,7 @@ def open_schemas(query: exp.Expr, schema: Schema) -> OpenSchemas:
     """`schema` plus an open schema for each table of `query` it does not know."""
     known = {name.lower(): {c.lower(): t for c, t in columns.items()} for name, columns in schema.items()}
     tables = list(query.find_all(exp.Table))
-    star = any(True for _ in query.find_all(exp.Star))
+    star = query.find(exp.Star) is not None
     unknown = {t.name.lower() for t in tables if t.name and t.name.lower() not in known}
     if not unknown:
         return OpenSchemas(known, frozenset(), frozenset(), star)
