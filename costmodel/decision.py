@@ -23,6 +23,7 @@ from costmodel.stored_bytes import StoredBaseline, layout_compression, layout_me
 from costmodel.virtual_files import bytes_per_row, virtual_files
 from optimizer.analysis.analyser import Analysis, analyse
 from optimizer.analysis.sample import evaluate, sample_frame
+from optimizer.analysis.search import Score, SearchResult, best_single, greedy_search, layout_of
 from optimizer.config import Thresholds
 from optimizer.features import FeatureSet
 from optimizer.skipping.extended import ExtendedStats, load_index
@@ -58,6 +59,7 @@ class Decision:
     seconds: dict[str, float] = field(default_factory=dict)
     outside_window: dict[str, object] | None = None  # logged scans older than the workload window
     output: dict[str, object] | None = None  # codec and row groups OPTIMIZE would write with
+    search: dict[str, object] | None = None  # the benefit-driven feature search, candidate by candidate
 
     @property
     def optimize(self) -> bool:
@@ -126,6 +128,21 @@ def estimate(
             )
         clock = time.perf_counter()
         replay = workload_replay(table, snapshot, new, records, thresholds, now, index, older.count > 0)
+        search = None
+        if thresholds.selection == "benefit":
+            search = search_features(replay, snapshot, sample, features, thresholds, cost_model, new_bytes)
+            seconds["search"] = search.seconds
+            features = search.features
+            if features.is_empty:
+                return Decision(
+                    **base,
+                    action="skip",
+                    reason="no clustering feature pays for itself: " + search.stopped,
+                    analysis=_summary(analysis),
+                    seconds={k: round(v, 3) for k, v in seconds.items()},
+                    search=search.as_dict(),
+                )
+        clock = time.perf_counter()
         evaluated = evaluate_layouts(table, snapshot, new, sample, replay, features, thresholds, cost_model)
         best = max(evaluated, key=lambda e: e.net)
         seconds["benefit"] = time.perf_counter() - clock
@@ -146,7 +163,34 @@ def estimate(
         analysis=_summary(analysis),
         layouts=[e.summary() for e in evaluated],
         seconds={k: round(v, 3) for k, v in seconds.items()},
+        search=search.as_dict() if search is not None else None,
     )
+
+
+def search_features(
+    replay: WorkloadReplay,
+    snapshot: Snapshot,
+    sample: DataFrame,
+    pool: FeatureSet,
+    thresholds: Thresholds,
+    cost_model: CostModel,
+    new_bytes: int,
+) -> SearchResult:
+    """The greedy search (`optimizer.analysis.search`) over the analyser's pool, each layout scored
+    by its skipping benefit on virtual files of `sample` (no scratch writes: compression is priced
+    once, on the layouts that `evaluate_layouts` compares afterwards) against the cost model. When no
+    feature pays on skipping alone, the one that came closest is returned for that full estimate."""
+
+    def score(layout: FeatureSet) -> Score:
+        benefit = layout_benefit(replay, snapshot, layout, sample, thresholds)
+        return Score(benefit.benefit, layout_cost(cost_model, new_bytes, layout).seconds)
+
+    result = greedy_search(pool, score, thresholds.max_z_features, thresholds.max_sop_features)
+    single = best_single(result)
+    if single is not None:
+        stopped = f"{result.stopped}; the closest, {single.kind} {single.feature}, is estimated with compression"
+        return replace(result, features=layout_of(pool, [single]), chosen=(single,), stopped=stopped)
+    return result
 
 
 def evaluate_layouts(

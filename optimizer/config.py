@@ -109,6 +109,26 @@ class Thresholds(_Model):
     compare_layouts: bool = Field(
         True, description="estimate Z-only, SOP-only and fewer-Z variants too, and keep the best net benefit"
     )
+    selection: Literal["benefit", "frequency"] = Field(
+        "benefit",
+        description="benefit: theta and gamma only pre-filter candidates and a greedy search adds the one with the "
+        "highest estimated marginal net benefit while it pays; frequency: the thesis's gates decide",
+    )
+    min_candidate_share: float = Field(
+        0.01, gt=0, le=1, description="benefit search pre-filter: share of the (weighted) queries a candidate needs"
+    )
+    search_candidates: int = Field(
+        10, ge=1, le=64, description="most candidates (by frequency) the benefit search estimates"
+    )
+    recluster_bytes_per_tick: ByteSize = Field(
+        1 << 30, description="most bytes of files clustered under an older feature set one tick may re-cluster (0: off)"
+    )
+    recluster_bytes_per_day: ByteSize = Field(8 << 30, description="most bytes re-clustered per 24 h")
+    recluster_check_interval: Duration = Field(
+        6 * 3600,
+        description="how often files laid out under the latest chosen features are re-estimated for drift "
+        "(files under other features are estimated on every tick that does not optimise new data)",
+    )
 
     @property
     def output(self) -> OutputSettings:

@@ -143,7 +143,16 @@ def test_statements_that_are_not_single_queries_are_rejected(statement):
         ("STARTSWITH(p_name, 'forest')", ZShape("p_name", "startswith", "'forest'", "p_name")),
         ("props['country'] = 'NL'", ZShape("props['country']", "=", "'NL'", "props")),
         ("l_quantity * 2 < 4", ZShape("l_quantity * 2", "<", "4", "l_quantity")),
-        ("l_shipmode IN ('MAIL', 'SHIP')", None),
+        (
+            "l_shipmode IN ('MAIL', 'SHIP')",
+            ZShape("l_shipmode", "in", "('MAIL', 'SHIP')", "l_shipmode", ("'MAIL'", "'SHIP'")),
+        ),
+        ("NOT l_shipmode IN ('MAIL', 'SHIP')", None),
+        ("l_shipmode IN ('MAIL', NULL)", None),
+        (
+            "l_extendedprice * (1 - l_discount) > 100",
+            ZShape("l_extendedprice * (1 - l_discount)", ">", "100", "l_discount"),
+        ),
         ("l_comment LIKE '%special%'", None),
         ("l_commitdate < l_receiptdate", None),
         ("p_brand <> 'Brand#45'", None),

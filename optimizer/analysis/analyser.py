@@ -8,6 +8,12 @@ P5-P6  SOP candidates: whole predicates that are not Z-shaped, or whose left sid
        those below the frequency share gamma are dropped.
 P7-P8  SOP correlation graph (mean-square contingency) and traversal: S and S_add.
 
+With ``selection: benefit`` (the default) the gates only pre-filter: a Z family needs changing literals
+(two or more comparison points), a candidate needs ``min_candidate_share`` of the scans, and up to
+``search_candidates`` primaries of each graph form the pool from which `costmodel.search` chooses by
+estimated marginal benefit. With ``selection: frequency`` theta, gamma and the feature limits decide,
+as in the thesis.
+
 Beyond the thesis: features are checked against the evaluation allow-list and evaluated one by one,
 so a bad one is "not evaluable" instead of fatal; a feature constant on the sample never takes part in a
 correlation (the thesis's false positive) and is kept for statistics only; a SOP feature true on every
@@ -96,7 +102,7 @@ def analyse(
     workload = summarize(records, now, thresholds.recency_half_life)
     seconds["workload"] = time.perf_counter() - clock
     reports: list[CandidateReport] = []
-    min_frequency = thresholds.min_sop_frequency * workload.weight
+    min_frequency = _gate(thresholds).share * workload.weight
 
     z_features, z_add, z_reports, z_rows = _choose_z(workload, evaluator, thresholds, min_frequency, seconds)
     reports += z_reports
@@ -133,7 +139,8 @@ def _choose_z(
     workload: Workload, evaluator: Evaluator, thresholds: Thresholds, min_frequency: float, seconds: dict[str, float]
 ) -> tuple[list[str], list[str], list[CandidateReport], int]:
     reports: list[CandidateReport] = []
-    theta = thresholds.min_comparison_points
+    gate = _gate(thresholds)
+    theta = gate.points
 
     def report(expression: str, role: Role, reason: str, **extra: object) -> None:
         candidate = workload.z[expression]
@@ -157,7 +164,7 @@ def _choose_z(
             report(
                 expression,
                 Role.REJECTED,
-                f"too few comparison points ({len(candidate.points)} < theta={theta}); "
+                f"too few comparison points ({len(candidate.points)} < {gate.points_name}={theta}); "
                 "its predicates are SOP candidates",
             )
         else:
@@ -175,12 +182,13 @@ def _choose_z(
     )
     seconds["z_graph"] = time.perf_counter() - clock
     frequency = {e: workload.z[e].frequency for e in graph.nodes}
-    walk = traverse(graph, frequency, thresholds.max_z_features, min_frequency)
+    walk = traverse(graph, frequency, gate.max_z, min_frequency)
     chosen, additional = _split(
         walk,
         frequency,
         min_frequency,
-        thresholds,
+        gate,
+        gate.max_z,
         "Z",
         "sort-index",
         Role.Z,
@@ -201,6 +209,7 @@ def _choose_sop(
     workload: Workload, z_kept: set[str], evaluator: Evaluator, thresholds: Thresholds, min_frequency: float
 ) -> tuple[list[str], list[str], dict[str, float], list[CandidateReport], int]:
     reports: list[CandidateReport] = []
+    gate = _gate(thresholds)
     candidates = sop_candidates(workload, z_kept)
 
     def report(predicate: str, role: Role, reason: str, **extra: object) -> None:
@@ -224,7 +233,7 @@ def _choose_sop(
             report(
                 predicate,
                 Role.REJECTED,
-                f"infrequent ({workload.share(use.frequency):.1%} of scans < gamma={thresholds.min_sop_frequency:.0%})",
+                f"infrequent ({workload.share(use.frequency):.1%} of scans < {gate.share_name}={gate.share:.0%})",
             )
         else:
             frequent.append(predicate)
@@ -240,12 +249,13 @@ def _choose_sop(
         {p: b for p, b in bits.items() if p not in always | never}, thresholds.sop_correlation_phi
     )
     frequency = {p: candidates[p].frequency for p in graph.nodes}
-    walk = traverse(graph, frequency, thresholds.max_sop_features, min_frequency)
+    walk = traverse(graph, frequency, gate.max_sop, min_frequency)
     chosen, additional = _split(
         walk,
         frequency,
         min_frequency,
-        thresholds,
+        gate,
+        gate.max_sop,
         "SOP",
         "mean-square contingency",
         Role.SOP,
@@ -267,7 +277,8 @@ def _split(
     walk: Traversal,
     frequency: dict[str, float],
     min_frequency: float,
-    thresholds: Thresholds,
+    gate: Gate,
+    limit: int,
     kind: str,
     measure: str,
     primary: Role,
@@ -276,7 +287,6 @@ def _split(
     chosen_reason: Callable[[str], str],
 ) -> tuple[list[str], list[str]]:
     """Reports for a traversal: primaries are chosen; correlated and unvisited vertices keep statistics."""
-    limit = thresholds.max_z_features if kind == "Z" else thresholds.max_sop_features
     chosen = [str(v) for v in walk.primary]
     additional: list[str] = []
     for name in chosen:
@@ -293,8 +303,34 @@ def _split(
     for vertex in walk.unvisited:
         additional.append(str(vertex))
         if frequency[str(vertex)] < min_frequency:
-            reason = f"infrequent (share < gamma={thresholds.min_sop_frequency}); statistics only"
+            reason = f"infrequent (share < {gate.share_name}={gate.share}); statistics only"
         else:
             reason = f"over the limit of {limit} {kind} features; statistics only"
         report(str(vertex), additional_role, reason)
     return chosen, additional
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The analyser's thresholds as the selection mode applies them."""
+
+    points: int  # comparison points a Z family needs
+    points_name: str
+    share: float  # share of the weighted scans a candidate needs
+    share_name: str
+    max_z: int  # primaries kept per graph
+    max_sop: int
+
+
+def _gate(thresholds: Thresholds) -> Gate:
+    if thresholds.selection == "benefit":
+        pool = thresholds.search_candidates
+        return Gate(2, "changing literals", thresholds.min_candidate_share, "min_candidate_share", pool, pool)
+    return Gate(
+        thresholds.min_comparison_points,
+        "theta",
+        thresholds.min_sop_frequency,
+        "gamma",
+        thresholds.max_z_features,
+        thresholds.max_sop_features,
+    )

@@ -22,14 +22,20 @@ from querylog.records import ScanRecord
 
 @dataclass
 class ZCandidate:
-    """The left side of Z-shaped conjuncts."""
+    """The left side of Z-shaped conjuncts: one family of predicates whatever their literals
+    (``x < 5``, ``x >= 7``, ``x IN (1, 2)`` are all family ``x``)."""
 
     expression: str
     column: str
     frequency: float = 0.0  # recency-weighted scans using it
     scans: int = 0
-    points: set[str] = field(default_factory=set)  # distinct comparison literals
+    points: set[str] = field(default_factory=set)  # distinct comparison literals (IN items count one by one)
     predicates: set[str] = field(default_factory=set)  # the whole conjuncts it came from
+    ops: set[str] = field(default_factory=set)  # comparison operators seen
+
+    @property
+    def has_ranges(self) -> bool:
+        return bool(self.ops & {"<", "<=", ">", ">=", "startswith"})
 
 
 @dataclass
@@ -95,7 +101,8 @@ def summarize(records: Iterable[ScanRecord], now: datetime, half_life_seconds: f
                 candidate = z.get(conjunct.z.expression)
                 if candidate is None:
                     candidate = z[conjunct.z.expression] = ZCandidate(conjunct.z.expression, conjunct.z.column)
-                candidate.points.add(conjunct.z.literal)
+                candidate.points.update(conjunct.z.points)
+                candidate.ops.add(conjunct.z.op)
                 candidate.predicates.add(text)
                 used[conjunct.z.expression] = candidate
         for candidate in used.values():

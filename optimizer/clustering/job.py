@@ -216,7 +216,7 @@ def optimize(
     progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
     try:
         _verify(staged, rows_by_path, layout.fingerprints, snapshot.partition_columns)
-        write_index(table, run_id, {f.path: (f.size, extended_by_path[f.path]) for f in staged})
+        write_index(table, run_id, {f.path: (f.size, extended_by_path[f.path]) for f in staged}, features.as_dict())
     except Exception:
         table.discard(staged)
         raise

@@ -8,13 +8,19 @@ temporary name, then renamed), so a crash leaves either the old or the new state
 * ``run``: an OPTIMIZE in progress (run id, table version it read); a restart that finds one checks
   the table's history: committed runs are recorded as done, others died before committing, left the
   table as it was, and are retried by a later tick;
-* ``last_decision``: a summary of the latest decision, for ``deltaopt status``.
+* ``last_decision``: a summary of the latest decision, for ``deltaopt status``;
+* ``current_layout``: the clustering features the latest estimate chose (files laid out under other
+  features are drift suspects);
+* ``reclustered``: (time, bytes) of the re-clustering runs of the last 24 h, the daily budget's ledger;
+* ``recluster_checked``: when each older layout's files were last estimated, so that the few groups
+  one tick estimates rotate.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +42,29 @@ class TableState:
     run: RunInProgress | None = None
     last_decision: dict[str, Any] = field(default_factory=dict)
     ticks: int = 0
+    current_layout: str | None = None
+    current_layout_since: str = ""  # when the estimate last chose a different layout
+    reclustered: tuple[tuple[str, int], ...] = ()
+    recluster_checked: dict[str, str] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> TableState:
         return replace(self, **changes)
+
+    def with_layout(self, key: str, now: datetime) -> TableState:
+        """The estimate chose `key` for today's workload."""
+        if key == self.current_layout:
+            return self
+        return replace(self, current_layout=key, current_layout_since=now.isoformat())
+
+    def reclustered_since(self, since: datetime) -> int:
+        """Bytes re-clustered by runs that started at or after `since`."""
+        return sum(size for ts, size in self.reclustered if datetime.fromisoformat(ts) >= since)
+
+    def with_reclustered(self, now: datetime, size: int) -> TableState:
+        """The ledger with one more run, entries older than a day dropped."""
+        day_ago = now - timedelta(days=1)
+        kept = tuple((ts, n) for ts, n in self.reclustered if datetime.fromisoformat(ts) >= day_ago)
+        return replace(self, reclustered=(*kept, (now.isoformat(), size)))
 
 
 class StateStore:
@@ -61,6 +87,10 @@ class StateStore:
             run=RunInProgress(**run) if run else None,
             last_decision=data.get("last_decision") or {},
             ticks=int(data.get("ticks", 0)),
+            current_layout=data.get("current_layout"),
+            current_layout_since=str(data.get("current_layout_since") or ""),
+            reclustered=tuple((str(ts), int(n)) for ts, n in data.get("reclustered") or ()),
+            recluster_checked={str(k): str(v) for k, v in (data.get("recluster_checked") or {}).items()},
         )
 
     def save(self, state: TableState) -> None:

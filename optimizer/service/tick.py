@@ -3,9 +3,10 @@
     paused? ─► record "paused"
     settle a run the state says was in progress (committed: note it; else it died: retry later)
     tail the query log from the stored position
-    estimate: enough unclustered bytes? features? cost vs benefit? ─► decision
+    estimate: enough unclustered bytes? features (benefit search)? cost vs benefit? ─► decision
     optimize (unless dry run or shutting down): executor chosen from the writers' commitInfo,
         at most `max_concurrent_jobs` at once across tables
+    no new data optimised? drift: re-cluster files laid out for an older workload, within the budget
     write the decision record, save the state
 
 Errors of one table (unreachable table, failed job, lost race) are recorded as that tick's outcome
@@ -25,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from costmodel.cost import CostModel
 from costmodel.decision import estimate
+from optimizer.clustering.groups import layout_key
 from optimizer.config import Config, TableSettings
 from optimizer.errors import CommitConflictError, DeltaOptError
 from optimizer.features import FeatureSet
 from optimizer.service.decisions import DecisionLog
+from optimizer.service.drift import plan_recluster
 from optimizer.service.executors import Executor, OptimizeRequest, choose_executor
 from optimizer.service.state import RunInProgress, StateStore, TableState
 from optimizer.table import open_table
@@ -102,25 +105,78 @@ def _tick(
     record.update(decision.as_dict())
     record.pop("table", None)
     record["table"] = table.name
+    if decision.features:  # what the estimate would lay data out on for today's workload
+        state = state.with_layout(layout_key(decision.features), now)
     if not decision.optimize:
-        return state
+        return _drift(table, ctx, now, state, record, dry_run, delta, log_table)
     if dry_run:
         record["reason"] += "; dry run: not optimised"
         record["action"] = "optimize (dry run)"
         return state
+    features = FeatureSet.from_dict(decision.features)
+    return _run_job(table, ctx, now, state, record, delta, features, None, decision.version)
+
+
+def _drift(
+    table: TableSettings,
+    ctx: ServiceContext,
+    now: datetime,
+    state: TableState,
+    record: dict[str, Any],
+    dry_run: bool,
+    delta: Any,
+    log_table: QueryLogTable,
+) -> TableState:
+    """No new data to optimise: re-cluster files laid out for an older workload, if that pays."""
+    if ctx.stopping.is_set():
+        return state
+    plan = plan_recluster(ctx.spark(), delta, table.identity, log_table, table.thresholds, ctx.cost_model, now, state)
+    record["recluster"] = plan.as_dict()
+    checked = {**state.recluster_checked, **{key: now.isoformat() for key in plan.checked}}
+    state = state.with_(recluster_checked=checked)
+    if not plan.recluster or plan.decision is None:
+        return state
+    state = state.with_layout(layout_key(plan.decision.features), now)
+    record.update(action="recluster", reason=plan.reason, features=plan.decision.features, net=plan.decision.net)
+    if dry_run:
+        record.update(action="recluster (dry run)", reason=plan.reason + "; dry run: not re-clustered")
+        return state
+    features = FeatureSet.from_dict(plan.decision.features)
+    state = _run_job(table, ctx, now, state, record, delta, features, plan.files, plan.decision.version)
+    if record.get("action") == "recluster":  # committed (a lost race is "recluster (lost race)")
+        # the new layout was just estimated; the rest of the old group is due again on the next tick
+        checked = {**state.recluster_checked, layout_key(features): now.isoformat()}
+        checked.pop(plan.group or "", None)
+        state = state.with_reclustered(now, plan.bytes).with_(recluster_checked=checked)
+    return state
+
+
+def _run_job(
+    table: TableSettings,
+    ctx: ServiceContext,
+    now: datetime,
+    state: TableState,
+    record: dict[str, Any],
+    delta: Any,
+    features: FeatureSet,
+    files: tuple[str, ...] | None,
+    read_version: int,
+) -> TableState:
+    """Run the OPTIMIZE job of a decision on the executor the writers' commits point to."""
     if ctx.stopping.is_set():
         record.update(action="skip", reason=record["reason"] + "; service shutting down: not started")
         return state
     commits = delta.history((state.last_optimized_version or -1) + 1)
     executor, why = ctx.executor_for(table, commits)
-    run = RunInProgress(uuid.uuid4().hex[:16], decision.version, now.isoformat())
+    run = RunInProgress(uuid.uuid4().hex[:16], read_version, now.isoformat())
     ctx.state.save(state.with_(run=run))  # a crash from here on is settled by the next tick
     request = OptimizeRequest(
         table.path,
-        FeatureSet.from_dict(decision.features),
+        features,
         table.thresholds.target_file_size,
         run.run_id,
-        decision.version,
+        read_version,
+        files=files,
         output=table.thresholds.output,
     )
     with ctx.job_slots:
@@ -128,7 +184,7 @@ def _tick(
             outcome = executor.run(request)
         except CommitConflictError as err:
             record["job"] = {"executor": executor.name, "where": why, "run_id": run.run_id, "error": str(err)}
-            record["action"] = "optimize (lost race)"
+            record["action"] += " (lost race)"
             return state.with_(run=None)
     record["job"] = {"executor": executor.name, "where": why, "run_id": run.run_id, **outcome.__dict__}
     return state.with_(run=None, last_optimized_version=outcome.version or state.last_optimized_version)

@@ -142,14 +142,21 @@ def from_json(document: Mapping[str, Any]) -> ExtendedStats:
     )
 
 
-def write_index(table: DeltaRsTable, run_id: str, files: Mapping[str, tuple[int, ExtendedStats]]) -> str:
-    """Write the sidecar for one run (before its commit). Returns the index file path."""
+def write_index(
+    table: DeltaRsTable,
+    run_id: str,
+    files: Mapping[str, tuple[int, ExtendedStats]],
+    features: Mapping[str, Any] | None = None,
+) -> str:
+    """Write the sidecar for one run (before its commit), with the feature set the run clustered on.
+    Returns the index file path."""
     fs, root = table.filesystem()
     directory = f"{root}/{INDEX_DIR}"
     fs.create_dir(directory, recursive=True)
     document = {
         "v": FORMAT_VERSION,
         "run": run_id,
+        "features": dict(features or {}),
         "files": {path: {"size": size, "stats": to_json(stats)} for path, (size, stats) in files.items()},
     }
     path = f"{directory}/{run_id}.json"
@@ -174,6 +181,21 @@ def unclustered_files(table: DeltaRsTable, snapshot: Snapshot) -> list[DataFile]
 
 def load_index(table: DeltaRsTable, snapshot: Snapshot) -> dict[str, ExtendedStats]:
     """Extended statistics of the active files of `snapshot` that have fresh index entries."""
+    return _read_index(table, snapshot)[0]
+
+
+def load_index_with_runs(
+    table: DeltaRsTable, snapshot: Snapshot
+) -> tuple[dict[str, ExtendedStats], dict[str, Mapping[str, Any]]]:
+    """`load_index` and, per run id, the feature set the run clustered on (as `FeatureSet.as_dict`;
+    absent for index files written before runs recorded it)."""
+    return _read_index(table, snapshot)
+
+
+def _read_index(
+    table: DeltaRsTable, snapshot: Snapshot
+) -> tuple[dict[str, ExtendedStats], dict[str, Mapping[str, Any]]]:
+    runs: dict[str, Mapping[str, Any]] = {}
     fs, root = table.filesystem()
     active = {f.path: f.size for f in snapshot.files}
     found: dict[str, ExtendedStats] = {}
@@ -188,6 +210,8 @@ def load_index(table: DeltaRsTable, snapshot: Snapshot) -> dict[str, ExtendedSta
         except (OSError, ValueError, KeyError, TypeError) as err:
             log.warning("ignoring unreadable extended-stats index %s: %s", info.path, err)
             continue
+        if isinstance(document.get("features"), Mapping) and document["features"]:
+            runs[str(document.get("run"))] = document["features"]
         for path, entry in entries.items():
             if active.get(path) != entry.get("size"):
                 continue  # not active in this snapshot, or not the same file: stale
@@ -195,4 +219,4 @@ def load_index(table: DeltaRsTable, snapshot: Snapshot) -> dict[str, ExtendedSta
                 found[path] = from_json(entry["stats"])
             except (ValueError, KeyError, TypeError) as err:
                 log.warning("ignoring malformed extended stats of %s: %s", path, err)
-    return found
+    return found, runs

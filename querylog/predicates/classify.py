@@ -1,11 +1,12 @@
 """Z-order shaped or SOP-only: the shape of a canonical conjunct (thesis Algorithm 1, P1).
 
-A conjunct is **Z-order shaped** when it compares an expression over exactly one column with a
-constant by ``< <= > >= =``, or is a prefix test ``STARTSWITH(expr, 'p')`` (``LIKE 'p%'`` is
-normalised to that). The expression and the constant are kept apart: the expression is the Z
-candidate, the constant one of its comparison points. Everything else (``IN`` lists, ``LIKE
-'%x%'``, regexes, ``<>``, OR of several columns, UDF-like calls, two-column comparisons) is
-**SOP-only**: the whole predicate is the candidate.
+A conjunct is **Z-order shaped** when it compares an expression over columns with a constant by
+``< <= > >= =``, tests it against a list of constants (``expr IN (a, b)``), or is a prefix test
+``STARTSWITH(expr, 'p')`` (``LIKE 'p%'`` is normalised to that). The expression and the constants are
+kept apart: the expression is the Z candidate (one *family* of predicates whatever their literals),
+each constant one of its comparison points. Everything else (``NOT IN``, ``LIKE '%x%'``, regexes,
+``<>``, OR of several columns, comparisons of two expressions) is **SOP-only**: the whole predicate is
+the candidate.
 """
 
 from __future__ import annotations
@@ -34,12 +35,19 @@ Z_OPERATORS: dict[type[exp.Expr], str] = {
 
 @dataclass(frozen=True)
 class ZShape:
-    """``expression op literal`` with `expression` over the single column `column`."""
+    """``expression op literal`` with `expression` reading `column` (the first, alphabetically, when
+    it reads several, as ``l_extendedprice * (1 - l_discount)`` does)."""
 
     expression: str
-    op: str  # one of = < <= > >= startswith
-    literal: str
+    op: str  # one of = < <= > >= startswith in
+    literal: str  # for "in": the list as written, ``('MAIL', 'SHIP')``
     column: str
+    values: tuple[str, ...] = ()  # for "in": each constant of the list
+
+    @property
+    def points(self) -> tuple[str, ...]:
+        """The comparison points this conjunct contributes to its expression's family."""
+        return self.values if self.op == "in" else (self.literal,)
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,8 @@ def column_names(expression: exp.Expr) -> tuple[str, ...]:
 
 
 def z_shape(expression: exp.Expr) -> ZShape | None:
+    if isinstance(expression, exp.In):
+        return _in_shape(expression)
     if isinstance(expression, exp.StartsWith):
         left, right, op = expression.this, expression.expression, "startswith"
     elif type(expression) in Z_OPERATORS:
@@ -71,11 +81,25 @@ def z_shape(expression: exp.Expr) -> ZShape | None:
     else:
         return None
     columns = column_names(left)
-    if len(columns) != 1 or not is_constant(right) or isinstance(right, exp.Null):
+    if not columns or not is_constant(right) or isinstance(right, exp.Null):
         return None
     if any(isinstance(n, exp.Subquery | exp.Select) for n in left.walk()):
         return None
     return ZShape(expression=sql(left), op=op, literal=sql(right), column=columns[0])
+
+
+def _in_shape(expression: exp.In) -> ZShape | None:
+    """``expr IN (c1, c2, ...)`` with constant, non-NULL items (``NOT IN`` is a `Not` and stays SOP)."""
+    left, items = expression.this, expression.expressions
+    columns = column_names(left)
+    if not columns or not items or expression.args.get("query") or expression.args.get("unnest"):
+        return None
+    if any(not is_constant(i) or isinstance(i, exp.Null) for i in items):
+        return None
+    if any(isinstance(n, exp.Subquery | exp.Select) for n in left.walk()):
+        return None
+    values = tuple(sql(i) for i in items)
+    return ZShape(sql(left), "in", "(" + ", ".join(values) + ")", columns[0], values)
 
 
 def classify(expression: exp.Expr) -> Conjunct:
@@ -133,6 +157,8 @@ def _template(text: str, tokens: list) -> _Template | None:
     conjunct = classify(parse_canonical(text))
     if conjunct.z is None:
         return _Template(conjunct.columns, None)
+    if conjunct.z.op == "in":  # lists vary in length and items: classified text by text (still cached)
+        return None
     starts = [t.start for t in tokens]
     ends = [t.end + 1 for t in tokens]
     try:

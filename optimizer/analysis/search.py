@@ -1,0 +1,199 @@
+"""Choose clustering features by estimated benefit: a greedy search over the analyser's candidates.
+
+The analyser (with ``selection: benefit``) only pre-filters: changing literals, a minimum share of the
+scans, correlation graphs that leave one primary per correlated group. This search then builds the
+layout one feature at a time. Each round estimates, for every remaining candidate, the layout "chosen
+so far + that candidate" (benefit by replaying the workload on virtual files of the sample, cost from
+the cost model) and keeps the candidate with the highest **marginal net** (marginal benefit minus
+marginal cost). It stops when no candidate's marginal benefit pays for its marginal cost, or at the
+feature limits. The empty layout is the start: no job, no cost, no benefit.
+
+Rounds are *lazy* (Minoux's accelerated greedy): a candidate's marginal *benefit* from an earlier round
+is taken as an upper bound on its marginal net now (marginal costs are never negative: the cost model's
+coefficients are), and candidates are estimated in order of their bounds until the best one found
+beats every remaining bound. (The marginal net itself is no bound: the first feature also pays the
+job's fixed cost, later ones do not.) Adding a feature to a layout rarely
+makes another one more useful to skip on, so this saves most estimates; where it does (two SOP
+predicates that only pay together) the search may stop early, which costs benefit, never data.
+
+Every candidate's fate (the round it was chosen in, or its last marginal figures when dropped) is
+returned for the decision record, with the search's own time and number of estimates.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from optimizer.features import FeatureSet, SopFeature, ZFeature
+
+
+@dataclass(frozen=True)
+class Candidate:
+    kind: str  # "z" (an expression) or "sop" (a whole predicate)
+    feature: str
+
+
+@dataclass(frozen=True)
+class Score:
+    """One layout's estimate: benefit and cost in the same units (cluster seconds)."""
+
+    benefit: float
+    cost: float
+
+    @property
+    def net(self) -> float:
+        return self.benefit - self.cost
+
+
+# Estimates one layout; the search never looks inside.
+Scorer = Callable[[FeatureSet], Score]
+
+
+@dataclass
+class CandidateOutcome:
+    candidate: Candidate
+    chosen_in_round: int | None = None
+    marginal_benefit: float | None = None  # at its last estimate
+    marginal_cost: float | None = None
+    estimates: int = 0
+    reason: str = "not estimated"
+
+    def as_dict(self) -> dict[str, object]:
+        def rounded(value: float | None) -> float | None:
+            return None if value is None else round(value, 4)
+
+        return {
+            "kind": self.candidate.kind,
+            "feature": self.candidate.feature,
+            "chosen": self.chosen_in_round is not None,
+            "round": self.chosen_in_round,
+            "marginal_benefit": rounded(self.marginal_benefit),
+            "marginal_cost": rounded(self.marginal_cost),
+            "estimates": self.estimates,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    features: FeatureSet  # the chosen layout; every other candidate keeps statistics only
+    score: Score
+    outcomes: tuple[CandidateOutcome, ...]
+    estimates: int
+    seconds: float
+    stopped: str  # why the search ended
+    chosen: tuple[Candidate, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "chosen": [f"{c.kind}: {c.feature}" for c in self.chosen],
+            "benefit": round(self.score.benefit, 4),
+            "cost": round(self.score.cost, 4),
+            "estimates": self.estimates,
+            "seconds": round(self.seconds, 3),
+            "stopped": self.stopped,
+            "candidates": [o.as_dict() for o in self.outcomes],
+        }
+
+
+def layout_of(pool: FeatureSet, chosen: Sequence[Candidate]) -> FeatureSet:
+    """`chosen` clustered (Z features in the order chosen); the rest of `pool` keeps statistics only."""
+    z = [c.feature for c in chosen if c.kind == "z"]
+    sop = [c.feature for c in chosen if c.kind == "sop"]
+    return FeatureSet(
+        z=tuple(ZFeature(e) for e in z),
+        sop=tuple(SopFeature(p) for p in sop),
+        z_add=tuple(f for f in (*pool.z, *pool.z_add) if f.expression not in z),
+        sop_add=tuple(f for f in (*pool.sop, *pool.sop_add) if f.predicate not in sop),
+        sop_weights={p: w for p, w in pool.sop_weights.items() if p in sop},
+    )
+
+
+def greedy_search(pool: FeatureSet, score: Scorer, max_z: int, max_sop: int) -> SearchResult:
+    """Add the pool's Z and SOP candidates (`pool.z`, `pool.sop`) one at a time while the best one's
+    marginal benefit exceeds its marginal cost, within `max_z` and `max_sop` features."""
+    started = time.perf_counter()
+    candidates = [Candidate("z", f.expression) for f in pool.z] + [Candidate("sop", f.predicate) for f in pool.sop]
+    outcomes = {c: CandidateOutcome(c) for c in candidates}
+    bounds = {c: math.inf for c in candidates}
+    chosen: list[Candidate] = []
+    current = Score(0.0, 0.0)
+    estimates = 0
+    stopped = "no candidates"
+    round_ = 0
+    while True:
+        remaining = [c for c in candidates if c not in chosen and _room(c, chosen, max_z, max_sop)]
+        if not remaining:
+            stopped = "every candidate chosen or the feature limits reached" if candidates else stopped
+            break
+        round_ += 1
+        best: tuple[Candidate, Score] | None = None
+        for candidate in sorted(remaining, key=lambda c: -bounds[c]):
+            if best is not None and best[1].net - current.net >= bounds[candidate]:
+                break  # no remaining candidate can beat the best one found (lazy greedy)
+            result = score(layout_of(pool, [*chosen, candidate]))
+            estimates += 1
+            outcome = outcomes[candidate]
+            outcome.estimates += 1
+            outcome.marginal_benefit = result.benefit - current.benefit
+            outcome.marginal_cost = result.cost - current.cost
+            bounds[candidate] = outcome.marginal_benefit
+            if best is None or result.net > best[1].net:
+                best = (candidate, result)
+        assert best is not None
+        candidate, result = best
+        if result.net - current.net <= 0:
+            stopped = f"round {round_}: no candidate's marginal benefit exceeds its marginal cost"
+            break
+        chosen.append(candidate)
+        current = result
+        outcome = outcomes[candidate]
+        outcome.chosen_in_round = round_
+        outcome.reason = (
+            f"chosen in round {round_}: marginal benefit {outcome.marginal_benefit:.2f} > "
+            f"marginal cost {outcome.marginal_cost:.2f}"
+        )
+    for candidate, outcome in outcomes.items():
+        if outcome.chosen_in_round is not None:
+            continue
+        if outcome.marginal_benefit is None or outcome.marginal_cost is None:
+            outcome.reason = "not estimated: the feature limit of its kind was reached"
+        elif not _room(candidate, chosen, max_z, max_sop):
+            outcome.reason = "dropped: the feature limit of its kind was reached"
+        else:
+            outcome.reason = (
+                f"dropped: marginal benefit {outcome.marginal_benefit:.2f} vs marginal cost "
+                f"{outcome.marginal_cost:.2f} (net {outcome.marginal_benefit - outcome.marginal_cost:+.2f}) "
+                "when last estimated"
+            )
+    return SearchResult(
+        layout_of(pool, chosen),
+        current,
+        tuple(outcomes[c] for c in candidates),
+        estimates,
+        time.perf_counter() - started,
+        stopped,
+        tuple(chosen),
+    )
+
+
+def best_single(result: SearchResult) -> Candidate | None:
+    """When nothing was chosen: the candidate whose single-feature layout came closest to paying
+    (every estimate was then a first-round one, of a single-feature layout)."""
+    if result.chosen:
+        return None
+    singles = [
+        o for o in result.outcomes if o.marginal_benefit is not None and o.marginal_cost is not None and o.estimates
+    ]
+    if not singles:
+        return None
+    top = max(singles, key=lambda o: (o.marginal_benefit or 0.0) - (o.marginal_cost or 0.0))
+    return top.candidate
+
+
+def _room(candidate: Candidate, chosen: Sequence[Candidate], max_z: int, max_sop: int) -> bool:
+    used = sum(1 for c in chosen if c.kind == candidate.kind)
+    return used < (max_z if candidate.kind == "z" else max_sop)

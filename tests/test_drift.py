@@ -1,0 +1,113 @@
+"""Drift: files clustered for an older workload are re-clustered when today's workload gains from it,
+within the byte budget, as ordinary verified rewrites."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from optimizer.config import Thresholds
+from optimizer.service.drift import recluster_budget
+from optimizer.service.state import TableState
+from querylog.records import ScanRecord
+from querylog.store import QueryLogTable
+from tests.test_service import NOW, log_queries, make_table, write_config
+
+
+def log_id_ranges(path: str, count: int, at) -> None:  # type: ignore[no-untyped-def]
+    """Phase 2 of the workload: narrow ranges on `id`, a column the first layout ignored."""
+    QueryLogTable(path).append(
+        [
+            ScanRecord(
+                f"p2-{i}",
+                at - timedelta(minutes=i),
+                "events",
+                (f"id >= {i * 311 % 19000}", f"id < {i * 311 % 19000 + 250}"),
+                ("id", "pad"),
+                "test",
+            )
+            for i in range(count)
+        ]
+    )
+
+
+def table_rows(spark, path):  # type: ignore[no-untyped-def]
+    from optimizer.table import open_table
+    from optimizer.table.fingerprint import fingerprint
+
+    table = open_table(path)
+    snapshot = table.snapshot()
+    return fingerprint(table.read_files(spark, snapshot.files, snapshot))
+
+
+@pytest.fixture
+def drifting(spark, tmp_path):  # type: ignore[no-untyped-def]
+    from optimizer.config import load_config
+    from optimizer.service.service import context
+
+    table_path = str(tmp_path / "events")
+    write_config(tmp_path, [{"name": "events", "path": table_path, "interval": 5}])
+    make_table(spark, table_path)
+    log_queries(table_path + "_querylog")
+    return context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark), table_path
+
+
+@pytest.mark.spark
+def test_old_files_follow_a_moved_workload(drifting, spark):
+    from optimizer.service.tick import tick
+    from optimizer.table import open_table
+
+    ctx, table_path = drifting
+    settings = ctx.config.tables[0]
+    first = tick(settings, ctx, NOW)
+    assert first["action"] == "optimize" and first["features"]["z"] == ["x"]
+    before = table_rows(spark, table_path)
+
+    later = NOW + timedelta(days=8)  # phase 1 has left the workload window
+    log_id_ranges(table_path + "_querylog", 60, later)
+    record = tick(settings, ctx, later + timedelta(minutes=1))
+    assert "too little new data: 0 bytes" not in record["reason"]
+    assert record["action"] == "recluster", record.get("recluster")
+    assert "id" in record["features"]["z"] and "x" not in record["features"]["z"]
+    plan = record["recluster"]
+    (group,) = plan["groups"]
+    assert group["features"] == 'z=["x"] sop=[]' and group["verdict"].endswith("; chosen")
+    assert plan["estimate"]["benefit"]["bytes_per_query_after"] < plan["estimate"]["benefit"]["bytes_per_query_before"]
+    assert record["job"]["files_in"] == first["job"]["files_out"]
+    assert table_rows(spark, table_path) == before  # same rows, count and both hashes
+    history = open_table(table_path).history(record["job"]["version"])
+    assert history[-1].operation_parameters.get("dataChange") in (None, False, "false")
+    state = ctx.state.load("events")
+    assert state.reclustered and state.reclustered[-1][1] == plan["bytes"] > 0
+
+    again = tick(settings, ctx, later + timedelta(minutes=2))
+    assert again["action"] == "skip"
+    assert "estimated since the chosen layout last changed" in again["recluster"]["reason"]
+
+
+@pytest.mark.spark
+def test_a_budget_smaller_than_any_file_rewrites_nothing(drifting):
+    from optimizer.service.tick import tick
+
+    ctx, table_path = drifting
+    settings = ctx.config.tables[0]
+    assert tick(settings, ctx, NOW)["action"] == "optimize"
+    later = NOW + timedelta(days=8)
+    log_id_ranges(table_path + "_querylog", 60, later)
+    small = settings.model_copy(
+        update={"thresholds": settings.thresholds.model_copy(update={"recluster_bytes_per_tick": 1000})}
+    )
+    record = tick(small, ctx, later)
+    assert record["action"] == "skip" and "job" not in record
+    assert "larger than this tick's budget" in record["recluster"]["groups"][0]["verdict"]
+
+
+def test_the_daily_budget_counts_the_last_24_hours():
+    thresholds = Thresholds(recluster_bytes_per_tick=600, recluster_bytes_per_day=1000)
+    state = TableState("t").with_reclustered(NOW - timedelta(hours=30), 900)
+    assert recluster_budget(thresholds, state, NOW) == 600  # the 30 h old run no longer counts
+    state = state.with_reclustered(NOW - timedelta(hours=2), 700)
+    assert [n for _, n in state.reclustered] == [700]  # the ledger drops entries older than a day
+    assert recluster_budget(thresholds, state, NOW) == 300
+    assert recluster_budget(thresholds, state.with_reclustered(NOW, 400), NOW) == 0
