@@ -169,7 +169,9 @@ def test_analyser_respects_the_z_limit_and_recency():
     old = NOW - timedelta(days=30)
     workload = scans(*[[f"{name} > {i}"] for name in "abcd" for i in range(10)])
     workload += scans(*[[f"e > {i}"] for i in range(20)], ts=old)  # frequent long ago: decayed
-    result = analyse("t", workload, fixed_evaluator(columns, {}), Thresholds(max_z_features=3, selection="frequency"), NOW)
+    result = analyse(
+        "t", workload, fixed_evaluator(columns, {}), Thresholds(max_z_features=3, selection="frequency"), NOW
+    )
     assert len(result.features.z) == 3 and "e" not in {f.expression for f in result.features.z}
     reasons = {c.feature: c.reason for c in result.candidates}
     assert "over the limit" in reasons[next(f.expression for f in result.features.z_add if f.expression != "e")]
