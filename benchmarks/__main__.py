@@ -12,6 +12,7 @@ BENCHMARKS = {
     "estimator": "benchmarks.estimator_bench",
     "flow": "benchmarks.flow_bench",
     "files": "benchmarks.files_bench",
+    "drift": "benchmarks.drift_bench",
 }
 
 

@@ -11,6 +11,11 @@ Per query of the workload window (its filters and the columns it reads):
   measured by scratch writes (`costmodel.stored_bytes`); without one, bytes per row stay as they
   are.
 
+**Readers.** Standard engines (Spark with Delta, Databricks, Trino, DuckDB) skip files with the Delta
+log's min/max of bare columns only; deltaopt's pruning also uses expression min/max and SOP bits.
+The estimate is made for each kind of reader, with the statistics it uses, and `combine` weighs them
+by the table's reader shares: a layout's value is what the table's readers will see of it.
+
 The saving splits into a **skipping** term (files pruned) and a **compression** term (fewer bytes in
 the files still read); both are reported. Queries count with the same recency weights as the
 analysis. The saving per future query is the weighted mean of before - after; the number of future
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
 from costmodel.rate import QueryRate
@@ -100,6 +105,7 @@ class BenefitEstimate:
     benefit_compression: float = 0.0  # the part from fewer bytes in the files still read
     rate: QueryRate | None = None
     compression: Compression | None = None
+    readers: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # reader -> its figures and share
 
     @property
     def p_before(self) -> float:
@@ -110,14 +116,55 @@ class BenefitEstimate:
         return self.bytes_per_query_after / self.bytes_per_query_total if self.bytes_per_query_total else 1.0
 
     def as_dict(self) -> dict[str, object]:
-        data = {k: v for k, v in asdict(self).items() if k not in ("rate", "compression")}
+        data = {k: v for k, v in asdict(self).items() if k not in ("rate", "compression", "readers")}
         return {
             **data,
             "rate": self.rate.as_dict() if self.rate else None,
             "compression": self.compression.as_dict() if self.compression else None,
             "p_before": round(self.p_before, 4),
             "p_after": round(self.p_after, 4),
+            "readers": {name: dict(figures) for name, figures in self.readers.items()},
         }
+
+
+_WEIGHED = (
+    "bytes_per_query_before",
+    "bytes_per_query_after",
+    "bytes_per_query_total",
+    "saved_mb_per_query",
+    "benefit",
+    "bytes_per_query_after_skipping",
+    "benefit_skipping",
+    "benefit_compression",
+)
+
+
+def combine(by_reader: Mapping[str, BenefitEstimate], shares: Mapping[str, float]) -> BenefitEstimate:
+    """One estimate for the table's mix of readers: each figure of `_WEIGHED` is the share-weighted
+    mean of the readers' figures (readers without a share are reported, weighing nothing)."""
+    weights = {name: shares.get(name, 0.0) for name in by_reader}
+    total = sum(weights.values())
+    if total <= 0:
+        raise ValueError(f"no estimate for any reader with a share: {sorted(shares)} vs {sorted(by_reader)}")
+    first = next(iter(by_reader.values()))
+    mixed = {
+        name: round(sum(weights[r] * float(getattr(e, name) or 0.0) for r, e in by_reader.items()) / total, 4)
+        for name in _WEIGHED
+    }
+    readers = {
+        name: {
+            "share": round(weights[name] / total, 4),
+            "bytes_per_query_before": e.bytes_per_query_before,
+            "bytes_per_query_after_skipping": (
+                e.bytes_per_query_before if e.bytes_per_query_after_skipping is None else e.bytes_per_query_after_skipping
+            ),
+            "bytes_per_query_after": e.bytes_per_query_after,
+            "benefit": e.benefit,
+        }
+        for name, e in by_reader.items()
+    }
+    seconds = round(sum(e.seconds for e in by_reader.values()), 3)
+    return replace(first, **mixed, readers=readers, seconds=seconds)  # type: ignore[arg-type]
 
 
 def workload_queries(records: Sequence[ScanRecord], now: datetime, half_life: float) -> list[Query]:

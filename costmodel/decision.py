@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from costmodel.benefit import MB, BenefitEstimate, Query, estimate_benefit, workload_queries
+from costmodel.benefit import MB, BenefitEstimate, Query, combine, estimate_benefit, workload_queries
 from costmodel.cost import CostEstimate, CostModel
 from costmodel.rate import QueryRate, project_rate
 from costmodel.stored_bytes import StoredBaseline, layout_compression, layout_measure, measure_baseline
@@ -289,7 +289,8 @@ class WorkloadReplay:
     files is measured against. Built once per decision (extended-stats index, footers, parsed filters,
     query projection); only the virtual files differ between layouts."""
 
-    current: tuple[FileStats, ...]  # statistics of the files to rewrite
+    current: tuple[FileStats, ...]  # statistics of the files to rewrite, as deltaopt's pruning sees them
+    current_standard: tuple[FileStats, ...]  # the same files as a standard reader sees them
     current_bytes: Mapping[str, Mapping[str, int]]  # their column sizes, from the footers
     bytes_per_row: Mapping[str, float]  # per column, for the virtual files
     target_files: int  # as many virtual files as the job would write
@@ -321,6 +322,7 @@ def workload_replay(
     )
     return WorkloadReplay(
         current=tuple(table_file_stats(table, snapshot, files, index)),
+        current_standard=tuple(table_file_stats(table, snapshot, files, {})),
         current_bytes=sizes,
         bytes_per_row=bytes_per_row([sizes[f.path] for f in files], [f.num_records or 0 for f in files]),
         target_files=max(1, round(sum(f.size for f in files) / thresholds.target_file_size)),
@@ -349,20 +351,25 @@ def layout_benefit(
         compression = layout_compression(stored, total_sizes(virtual.written.values()))
     per_row = replay.bytes_per_row
     virtual_bytes = {path: {c: rows * b for c, b in per_row.items()} for path, rows in virtual.rows.items()}
-    return estimate_benefit(
-        replay.queries,
-        replay.current,
-        replay.current_bytes,
-        virtual.files,
-        virtual_bytes,
-        replay.expected_queries,
-        thresholds.cost_per_mb_read,
-        sum(virtual.rows.values()),
-        replay.logged_queries,
-        rate=replay.rate,
-        compression=compression,
-        virtual_written=virtual.written if compression is not None else None,
-    )
+    views = {"deltaopt": (replay.current, virtual.files), "standard": (replay.current_standard, virtual.standard)}
+    by_reader = {
+        reader: estimate_benefit(
+            replay.queries,
+            current,
+            replay.current_bytes,
+            files,
+            virtual_bytes,
+            replay.expected_queries,
+            thresholds.cost_per_mb_read,
+            sum(virtual.rows.values()),
+            replay.logged_queries,
+            rate=replay.rate,
+            compression=compression,
+            virtual_written=virtual.written if compression is not None else None,
+        )
+        for reader, (current, files) in views.items()
+    }
+    return combine(by_reader, thresholds.readers)
 
 
 def benefit_of(
@@ -398,10 +405,16 @@ def _basis(benefit: BenefitEstimate) -> str:
         if c is not None
         else ""
     )
+    readers = "; ".join(
+        f"{name} readers ({figures['share']:.0%}) {figures['bytes_per_query_before'] / MB:,.2f} -> "
+        f"{figures['bytes_per_query_after'] / MB:,.2f}"
+        for name, figures in benefit.readers.items()
+    )
     return (
         f"{benefit.expected_queries:,.0f} queries expected ({measured}); "
         f"{benefit.bytes_per_query_before / MB:,.2f} -> {benefit.bytes_per_query_after / MB:,.2f} MB per query"
-        f"{compression}"
+        + (f" ({readers})" if readers else "")
+        + compression
     )
 
 

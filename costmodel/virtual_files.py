@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class VirtualFiles:
-    files: tuple[FileStats, ...]
+    files: tuple[FileStats, ...]  # as deltaopt's pruning sees them (extended statistics included)
     rows: Mapping[str, int]  # virtual path -> rows
     written: Mapping[str, Mapping[str, int]] | None = None  # virtual path -> column bytes as written
+    standard: tuple[FileStats, ...] = ()  # as a standard reader sees them (Delta statistics only)
 
 
 # Column bytes of a frame written one file per partition, by partition; None: could not be measured.
@@ -63,6 +64,7 @@ def virtual_files(
             frame.unpersist()
     types = table_column_types(schema.fields)
     stats = []
+    standard = []
     rows = {}
     for row in per_file:
         values = row.asDict()
@@ -70,9 +72,10 @@ def virtual_files(
         count, mins, maxs, nulls = decode_stats(delta_stats_json(values, columns), columns)
         data_file = DataFile(path, 0, count, 0, {}, mins, maxs, nulls)
         stats.append(file_stats(data_file, types, spec.extended(values, "estimate")))
+        standard.append(file_stats(data_file, types, None))
         rows[path] = count
     written = {_virtual_path(i): sizes for i, sizes in measured.items()} if measured is not None else None
-    return VirtualFiles(tuple(stats), rows, written)
+    return VirtualFiles(tuple(stats), rows, written, tuple(standard))
 
 
 def _virtual_path(partition: int) -> str:

@@ -308,6 +308,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from optimizer.clustering.groups import clustered_groups
     from optimizer.config import load_config
     from optimizer.service.state import StateStore
     from optimizer.table import open_table
@@ -326,13 +327,18 @@ def cmd_status(args: argparse.Namespace) -> int:
             "last_optimized_version": state.last_optimized_version,
         }
         try:
-            info = table_info(open_table(table.path))
+            delta = open_table(table.path)
+            info = table_info(delta)
             entry.update(
                 version=info.version,
                 files=info.files,
                 bytes=info.bytes,
                 clustered_bytes=info.clustered_bytes,
                 unclustered_bytes=info.unclustered_bytes,
+                layouts=[
+                    {**g.as_dict(), "current": g.key == state.current_layout}
+                    for g in clustered_groups(delta, delta.snapshot())
+                ],
             )
         except DeltaOptError as err:
             entry["error"] = str(err)
@@ -350,6 +356,12 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"  version {entry['version']}, {entry['files']} files, {human_bytes(entry['bytes'])}; clustered "
                 f"{human_bytes(entry['clustered_bytes'])}, unclustered {human_bytes(entry['unclustered_bytes'])}"
             )
+            for layout in entry["layouts"]:
+                which = "current features" if layout["current"] else "older features"
+                print(
+                    f"    {which}: {layout['files']} files, {human_bytes(layout['bytes'])} clustered on "
+                    f"{layout['features']}"
+                )
         print(
             f"  last decision: {decision.get('ts', 'never')} {str(decision.get('action', '')).upper()} "
             f"{decision.get('reason', '')}"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from optimizer.errors import ConfigError
 from optimizer.table.output import OutputSettings
@@ -62,6 +62,25 @@ def parse_duration(value: Any) -> float:
 
 ByteSize = Annotated[int, BeforeValidator(parse_size), Field(ge=0)]
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+READERS = ("standard", "deltaopt")
+
+
+def parse_readers(value: Any) -> Any:
+    """``standard`` / ``deltaopt`` as one reader taking every query; a mapping gives shares."""
+    return {value: 1.0} if isinstance(value, str) else value
+
+
+def _shares(value: dict[str, float]) -> dict[str, float]:
+    unknown = sorted(set(value) - set(READERS))
+    if unknown:
+        raise ValueError(f"unknown reader(s) {unknown}: readers are {', '.join(READERS)}")
+    total = sum(value.values())
+    if not value or total <= 0 or any(v < 0 for v in value.values()):
+        raise ValueError(f"reader shares must be non-negative and not all zero, got {value}")
+    return {k: v / total for k, v in value.items()}
+
+
+Readers = Annotated[dict[str, float], BeforeValidator(parse_readers)]
 
 
 class _Model(BaseModel):
@@ -109,6 +128,12 @@ class Thresholds(_Model):
     compare_layouts: bool = Field(
         True, description="estimate Z-only, SOP-only and fewer-Z variants too, and keep the best net benefit"
     )
+    readers: Readers = Field(
+        default_factory=lambda: {"standard": 1.0},
+        description="who reads the table: standard (engines that skip with Delta min/max of bare columns only: "
+        "Spark, Databricks, Trino, DuckDB), deltaopt (reads through deltaopt's pruning), or shares of both; "
+        "layouts are scored by the skipping those readers do",
+    )
     selection: Literal["benefit", "frequency"] = Field(
         "benefit",
         description="benefit: theta and gamma only pre-filter candidates and a greedy search adds the one with the "
@@ -118,7 +143,7 @@ class Thresholds(_Model):
         0.01, gt=0, le=1, description="benefit search pre-filter: share of the (weighted) queries a candidate needs"
     )
     search_candidates: int = Field(
-        10, ge=1, le=64, description="most candidates (by frequency) the benefit search estimates"
+        6, ge=1, le=64, description="most Z and most SOP candidates (by frequency) the benefit search estimates"
     )
     recluster_bytes_per_tick: ByteSize = Field(
         1 << 30, description="most bytes of files clustered under an older feature set one tick may re-cluster (0: off)"
@@ -129,6 +154,11 @@ class Thresholds(_Model):
         description="how often files laid out under the latest chosen features are re-estimated for drift "
         "(files under other features are estimated on every tick that does not optimise new data)",
     )
+
+    @field_validator("readers")
+    @classmethod
+    def _reader_shares(cls, value: dict[str, float]) -> dict[str, float]:
+        return _shares(value)
 
     @property
     def output(self) -> OutputSettings:

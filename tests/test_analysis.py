@@ -227,3 +227,39 @@ def test_malformed_log_rows_are_skipped_and_counted():
     result = analyse("t", rows, fixed_evaluator({"a": np.arange(100)}, {}), Thresholds(), NOW)
     assert result.malformed_rows == 2 and result.scans == 10
     assert [f.expression for f in result.features.z] == ["a"]
+
+
+def test_in_lists_and_ranges_on_one_expression_are_one_family():
+    """`x IN (..)`, `x = ..` and ranges on one expression count as one Z candidate whatever the
+    literals; a derived expression over two columns compared with changing literals is one too."""
+    from optimizer.analysis.workload import summarize
+
+    workload = summarize(
+        scans(
+            ["mode IN ('A', 'B')"],
+            ["mode IN ('C', 'A')"],
+            ["mode = 'D'"],
+            ["price * (1 - discount) > 10"],
+            ["price * (1 - discount) > 20", "mode IN ('B', 'E')"],
+            ["NOT mode IN ('A')"],
+        ),
+        NOW,
+        3600.0,
+    )
+    mode = workload.z["mode"]
+    assert mode.points == {"'A'", "'B'", "'C'", "'D'", "'E'"} and mode.scans == 4
+    assert mode.ops == {"in", "="} and not mode.has_ranges
+    revenue = workload.z["price * (1 - discount)"]
+    assert revenue.points == {"10", "20"} and revenue.has_ranges and revenue.scans == 2
+    assert workload.predicates["NOT mode IN ('A')"].z_expression is None  # NOT IN stays a SOP candidate
+
+
+def test_benefit_selection_only_prefilters():
+    """With selection: benefit, theta does not reject a family with changing literals and the feature
+    limits do not cut the pool: the search decides."""
+    columns = {name: np.arange(200) * (k + 1) % 97 for k, name in enumerate("abcdef")}
+    workload = scans(*[[f"{name} > {i}"] for name in "abcdef" for i in range(3)])
+    frequency = analyse("t", workload, fixed_evaluator(columns, {}), Thresholds(selection="frequency"), NOW)
+    benefit = analyse("t", workload, fixed_evaluator(columns, {}), Thresholds(), NOW)
+    assert frequency.features.z == ()  # 3 points < theta = 5
+    assert len(benefit.features.z) == 6  # more than max_z_features = 4: a pool for the search

@@ -245,6 +245,10 @@ def test_estimate_decides_on_a_real_table(spark, tmp_path):
     decision = estimate(spark, table, "t", log, thresholds, cheap, NOW)
     assert decision.action == "optimize", decision.reason
     assert decision.features["z"] == ["x"]
+    assert decision.search is not None and decision.search["chosen"] == ["z: x"]  # the benefit search chose it
+    (candidate,) = decision.search["candidates"]
+    assert candidate["chosen"] and candidate["marginal_benefit"] > candidate["marginal_cost"] > 0
+    assert decision.seconds["search"] >= 0
     assert decision.outside_window is not None and decision.outside_window["count"] == 2
     assert decision.benefit is not None and decision.benefit.rate is not None
     assert decision.benefit.rate.period_start == NOW - timedelta(days=7), "older records: the whole window counts"
@@ -335,3 +339,65 @@ def test_decisions_say_what_the_window_left_out(tmp_path):
     assert older.first == older.last == NOW - timedelta(days=30)
     assert log.older("t", NOW - timedelta(days=60)).count == 0
     assert log.older("other", NOW).count == 0
+
+
+@pytest.mark.spark
+def test_layouts_are_scored_for_the_tables_readers(spark, tmp_path):
+    """A filter on a derived expression is skippable only with deltaopt's expression min/max: for a
+    table read by standard engines the layout is worth nothing, for deltaopt's readers it pays."""
+    from pyspark.sql import functions as F
+
+    from costmodel.decision import estimate
+    from optimizer.table import open_table
+    from querylog.store import QueryLogTable
+
+    table = open_table(str(tmp_path / "t"))
+    frame = (
+        spark.range(40000)
+        .withColumn("x", (F.col("id") * 7919) % 1000)
+        .withColumn("y", (F.col("id") * 104729) % 1000)
+        .withColumn("pad", F.sha2(F.col("id").cast("string"), 256))
+    )
+    table.create(spark, frame.repartition(8))
+    log = QueryLogTable(str(tmp_path / "t_querylog"))
+    log.append([r for v in range(0, 2000, 40) for r in records(f"x + y > {v}", f"x + y < {v + 30}", count=3)])
+    cheap = CostModel(overhead=1.0, base=10.0, per_z=1.0, per_sop=1.0, per_additional=0.1)
+    settings = {
+        "min_new_bytes": 1,
+        "target_file_size": 200_000,
+        "sample_rows": 20000,
+        "cost_per_mb_read": 1.0,
+        "estimate_compression": False,  # skipping alone: compression reaches every reader
+    }
+
+    deltaopt = estimate(spark, table, "t", log, Thresholds(**settings, readers="deltaopt"), cheap, NOW)
+    assert deltaopt.action == "optimize", deltaopt.reason
+    assert deltaopt.features["z"] == ["x + y"]
+    readers = deltaopt.benefit.readers
+    assert readers["deltaopt"]["share"] == 1.0 and readers["standard"]["share"] == 0.0
+    assert readers["deltaopt"]["bytes_per_query_after"] < 0.5 * readers["deltaopt"]["bytes_per_query_before"]
+    assert readers["standard"]["bytes_per_query_after_skipping"] >= 0.9 * readers["standard"]["bytes_per_query_before"]
+    assert "deltaopt readers (100%)" in deltaopt.reason and "standard readers (0%)" in deltaopt.reason
+
+    standard = estimate(spark, table, "t", log, Thresholds(**settings), cheap, NOW)
+    assert standard.action == "skip", standard.reason
+    mixed = estimate(spark, table, "t", log, Thresholds(**settings, readers={"standard": 1, "deltaopt": 1}), cheap, NOW)
+    assert mixed.benefit is not None and deltaopt.benefit is not None
+    assert 0.3 * deltaopt.benefit.benefit < mixed.benefit.benefit < 0.7 * deltaopt.benefit.benefit
+
+
+def test_combined_estimate_weighs_each_reader_by_its_share():
+    from dataclasses import replace
+
+    from costmodel.benefit import combine
+
+    queries = [Query(prepare("x < 10"), None, 1.0)]
+    current = files([(0, 100), (0, 100)])
+    clustered = files([(0, 49), (50, 100)])
+    deltaopt = estimate_benefit(queries, current, sizes(current), clustered, sizes(clustered), 100, 0.01, 1000, 10)
+    standard = replace(deltaopt, benefit=0.0, bytes_per_query_after=deltaopt.bytes_per_query_before)
+    mixed = combine({"deltaopt": deltaopt, "standard": standard}, {"standard": 0.75, "deltaopt": 0.25})
+    assert mixed.benefit == pytest.approx(0.25 * deltaopt.benefit, abs=1e-3)
+    assert mixed.readers["standard"]["share"] == 0.75 and mixed.readers["deltaopt"]["benefit"] == deltaopt.benefit
+    with pytest.raises(ValueError, match="no estimate for any reader"):
+        combine({"deltaopt": deltaopt}, {"standard": 1.0})

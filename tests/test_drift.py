@@ -3,7 +3,9 @@ within the byte budget, as ordinary verified rewrites."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -54,7 +56,8 @@ def drifting(spark, tmp_path):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.spark
-def test_old_files_follow_a_moved_workload(drifting, spark):
+def test_old_files_follow_a_moved_workload(drifting, spark, capsys):
+    from optimizer.cli import main
     from optimizer.service.tick import tick
     from optimizer.table import open_table
 
@@ -80,6 +83,10 @@ def test_old_files_follow_a_moved_workload(drifting, spark):
     assert history[-1].operation_parameters.get("dataChange") in (None, False, "false")
     state = ctx.state.load("events")
     assert state.reclustered and state.reclustered[-1][1] == plan["bytes"] > 0
+    assert main(["status", "--config", str(Path(table_path).parent / "deltaopt.yaml"), "--json"]) == 0
+    (status,) = json.loads(capsys.readouterr().out)
+    (layout,) = status["layouts"]  # every file is now clustered under today's features
+    assert layout["current"] and '"id"' in layout["features"] and layout["bytes"] == status["clustered_bytes"]
 
     again = tick(settings, ctx, later + timedelta(minutes=2))
     assert again["action"] == "skip"

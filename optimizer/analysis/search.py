@@ -132,6 +132,8 @@ def greedy_search(pool: FeatureSet, score: Scorer, max_z: int, max_sop: int) -> 
         round_ += 1
         best: tuple[Candidate, Score] | None = None
         for candidate in sorted(remaining, key=lambda c: -bounds[c]):
+            if bounds[candidate] <= 0:
+                break  # it (and every one after it) cannot pay: marginal net <= marginal benefit <= 0
             if best is not None and best[1].net - current.net >= bounds[candidate]:
                 break  # no remaining candidate can beat the best one found (lazy greedy)
             result = score(layout_of(pool, [*chosen, candidate]))
@@ -143,11 +145,10 @@ def greedy_search(pool: FeatureSet, score: Scorer, max_z: int, max_sop: int) -> 
             bounds[candidate] = outcome.marginal_benefit
             if best is None or result.net > best[1].net:
                 best = (candidate, result)
-        assert best is not None
-        candidate, result = best
-        if result.net - current.net <= 0:
+        if best is None or best[1].net - current.net <= 0:
             stopped = f"round {round_}: no candidate's marginal benefit exceeds its marginal cost"
             break
+        candidate, result = best
         chosen.append(candidate)
         current = result
         outcome = outcomes[candidate]
