@@ -46,7 +46,7 @@ from optimizer import tpch
 from optimizer.config import Config, load_config
 from optimizer.demo import load_part
 from optimizer.runtime import build_session
-from optimizer.table import DeltaRsTable, open_table
+from optimizer.table import open_table
 from querylog.predicates.attribute import scan_filters
 from querylog.recorder import Recorder
 from querylog.store import QueryLogTable
@@ -303,13 +303,8 @@ def render(result: dict[str, Any], args: argparse.Namespace) -> str:
         )
         for t in result["ticks"]
     ]
-    lines.append(
-        table(
-            ("time", "phase", "service", "action", "Z", "SOP", "search s (estimates)", "re-clustered MB", "job s",
-             "tick s"),
-            tick_rows,
-        )  # fmt: skip
-    )
+    headers = ("time", "phase", "service", "action", "Z", "SOP", "search s (estimates)", "re-clustered MB")
+    lines.append(table((*headers, "job s", "tick s"), tick_rows))
     benefit_ticks = [t for t in result["ticks"] if t["service"] == "benefit"]
     searched = [t["search_seconds"] for t in benefit_ticks if t["search_seconds"] is not None]
     reclustered = sum(t["recluster_bytes"] or 0 for t in benefit_ticks)

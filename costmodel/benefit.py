@@ -155,9 +155,9 @@ def combine(by_reader: Mapping[str, BenefitEstimate], shares: Mapping[str, float
         name: {
             "share": round(weights[name] / total, 4),
             "bytes_per_query_before": e.bytes_per_query_before,
-            "bytes_per_query_after_skipping": (
-                e.bytes_per_query_before if e.bytes_per_query_after_skipping is None else e.bytes_per_query_after_skipping
-            ),
+            "bytes_per_query_after_skipping": e.bytes_per_query_before
+            if e.bytes_per_query_after_skipping is None
+            else e.bytes_per_query_after_skipping,
             "bytes_per_query_after": e.bytes_per_query_after,
             "benefit": e.benefit,
         }
