@@ -122,14 +122,39 @@ def _footer_sizes(uri: str, path: str, size: int, options: tuple[tuple[str, str]
 
 
 def read(
-    spark: SparkSession, table: DeltaRsTable, where: str | None = None, columns: Sequence[str] | None = None
+    spark: SparkSession, table: DeltaRsTable | str, where: str | None = None, columns: Sequence[str] | None = None
 ) -> DataFrame:
-    """The rows of `table` satisfying `where` (Spark SQL), reading only the files that may hold them."""
+    """The rows of `table` (a `DeltaRsTable` or its URI) satisfying `where` (Spark SQL), reading only
+    the files deltaopt's pruning keeps: the snapshot's active files, partition values restored from the
+    log, every statistic (partition values, min/max, expression min/max, SOP bits) used to skip.
+    The filter itself is applied by Spark, so the result is exactly the filtered table."""
     from pyspark.sql import functions as F
 
+    if isinstance(table, str):
+        from optimizer.table import open_table
+
+        table = open_table(table)
     snapshot = table.snapshot()
     plan = plan_scan(table, where, columns, snapshot)
     frame = table.read_files(spark, plan.files, snapshot)
     if where is not None and where.strip():
         frame = frame.filter(F.expr(where))
     return frame.select(*columns) if columns else frame
+
+
+def create_view(
+    spark: SparkSession,
+    name: str,
+    table: DeltaRsTable | str,
+    where: str | None = None,
+    columns: Sequence[str] | None = None,
+) -> DataFrame:
+    """`read` registered as the temporary view `name`, for Spark SQL: ``SELECT ... FROM name``.
+
+    The files are chosen when the view is created, for `where`; filters a SQL query adds on top are
+    applied by Spark to those files' rows. A temporary view, not a Python data source: PySpark 4.0's
+    data source API cannot receive a query's filters (``DataSourceReader.pushFilters`` arrives in
+    Spark 4.1), and a source that cannot see the filter cannot skip files for it."""
+    frame = read(spark, table, where, columns)
+    frame.createOrReplaceTempView(name)
+    return frame
