@@ -13,6 +13,7 @@ BENCHMARKS = {
     "flow": "benchmarks.flow_bench",
     "files": "benchmarks.files_bench",
     "drift": "benchmarks.drift_bench",
+    "readers": "benchmarks.readers_bench",
 }
 
 

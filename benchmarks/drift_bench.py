@@ -235,6 +235,10 @@ def _brief(name: str, phase: str, append: bool, now: datetime, record: dict[str,
         "search_chosen": search.get("chosen", (estimate.get("search") or {}).get("chosen")),
         "recluster_bytes": recluster.get("bytes") if record.get("action") == "recluster" else 0,
         "recluster_seconds": recluster.get("seconds"),
+        "drift": recluster.get("reason"),
+        "groups": [
+            {k: g.get(k) for k in ("features", "files", "bytes", "current", "verdict")} for g in recluster.get("groups", [])
+        ],
         "job_seconds": job.get("seconds"),
         "job_bytes_in": job.get("bytes_in"),
         "tick_seconds": round(seconds, 2),

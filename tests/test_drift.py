@@ -118,3 +118,28 @@ def test_the_daily_budget_counts_the_last_24_hours():
     assert [n for _, n in state.reclustered] == [700]  # the ledger drops entries older than a day
     assert recluster_budget(thresholds, state, NOW) == 300
     assert recluster_budget(thresholds, state.with_reclustered(NOW, 400), NOW) == 0
+
+
+@pytest.mark.spark
+def test_re_clustering_continues_across_ticks_within_the_budget(drifting):
+    from optimizer.service.tick import tick
+    from optimizer.table import open_table
+
+    ctx, table_path = drifting
+    settings = ctx.config.tables[0]
+    first = tick(settings, ctx, NOW)
+    assert first["job"]["files_out"] >= 4
+    table = open_table(table_path)
+    half = sum(f.size for f in table.snapshot().files) // 2
+    small = settings.model_copy(
+        update={"thresholds": settings.thresholds.model_copy(update={"recluster_bytes_per_tick": half})}
+    )
+    later = NOW + timedelta(days=8)
+    log_id_ranges(table_path + "_querylog", 60, later)
+    one = tick(small, ctx, later)
+    assert one["action"] == "recluster" and 0 < one["recluster"]["bytes"] <= half
+    two = tick(small, ctx, later + timedelta(minutes=5))
+    assert two["action"] == "recluster", two["recluster"]
+    rest = tick(small, ctx, later + timedelta(minutes=10))
+    groups = {g["features"]: g for g in rest["recluster"]["groups"]}
+    assert 'z=["x"] sop=[]' not in groups or rest["action"] == "recluster", rest["recluster"]
