@@ -237,7 +237,8 @@ def _brief(name: str, phase: str, append: bool, now: datetime, record: dict[str,
         "recluster_seconds": recluster.get("seconds"),
         "drift": recluster.get("reason"),
         "groups": [
-            {k: g.get(k) for k in ("features", "files", "bytes", "current", "verdict")} for g in recluster.get("groups", [])
+            {k: g.get(k) for k in ("features", "files", "bytes", "current", "verdict")}
+            for g in recluster.get("groups", [])
         ],
         "job_seconds": job.get("seconds"),
         "job_bytes_in": job.get("bytes_in"),
