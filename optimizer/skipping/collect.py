@@ -62,22 +62,35 @@ class StatsSpec:
 def stats_spec(frame: DataFrame, features: FeatureSet, plain_with_stats: set[str]) -> StatsSpec:
     """The statistics to keep for `features` on `frame`'s schema. Raises `ClusteringError` naming a
     feature that is not allowed or that Spark cannot evaluate."""
-    ranges = []
-    for feature in (*features.z, *features.z_add):
-        if feature.is_plain_column and feature.expression in plain_with_stats:
-            continue
-        ranges.append((feature.expression, _type_of(frame, feature.expression, predicate=False)))
+    expressions = [
+        f.expression
+        for f in (*features.z, *features.z_add)
+        if not (f.is_plain_column and f.expression in plain_with_stats)
+    ]
     sop = tuple(f.predicate for f in (*features.sop, *features.sop_add))
-    for predicate in sop:
-        _type_of(frame, predicate, predicate=True)
-    return StatsSpec(tuple(ranges), sop)
+    types = _types_of(frame, [(e, False) for e in expressions] + [(p, True) for p in sop])
+    return StatsSpec(tuple(zip(expressions, types[: len(expressions)], strict=True)), sop)
 
 
-def _type_of(frame: DataFrame, text: str, predicate: bool) -> str:
+def _types_of(frame: DataFrame, features: Sequence[tuple[str, bool]]) -> list[str]:
+    """Spark type names of (feature text, is predicate) on `frame`'s schema: one analysis for all of
+    them; when that fails, feature by feature, to name the one Spark or the allow-list refuses."""
     try:
-        return typed_feature(frame, text, as_predicate=predicate)[1]
-    except FeatureError as err:
-        raise ClusteringError(f"feature {text!r} cannot be evaluated: {err}") from err
+        columns = [
+            (predicate_bit(text) if predicate else expression_column(text)).alias(f"f{i}")
+            for i, (text, predicate) in enumerate(features)
+        ]
+        schema = frame.select(*columns).schema if columns else None
+        return [schema[f"f{i}"].dataType.simpleString() for i in range(len(features))] if schema else []
+    except Exception:  # Spark or the allow-list refused one: the pass below names it
+        pass
+    types = []
+    for text, predicate in features:
+        try:
+            types.append(typed_feature(frame, text, as_predicate=predicate)[1])
+        except FeatureError as err:
+            raise ClusteringError(f"feature {text!r} cannot be evaluated: {err}") from err
+    return types
 
 
 def sop_vector(predicates: Sequence[str]) -> Column:
