@@ -195,7 +195,7 @@ def _choose_z(
         Role.Z_ADD,
         report,
         lambda e: (
-            f"chosen: {len(workload.z[e].points)} comparison points, "
+            f"{gate.verdict}: {len(workload.z[e].points)} comparison points, "
             f"{workload.share(workload.z[e].frequency):.0%} of scans"
         ),
     )
@@ -262,7 +262,7 @@ def _choose_sop(
         Role.SOP_ADD,
         report,
         lambda p: (
-            f"chosen: {workload.share(candidates[p].frequency):.0%} of scans, "
+            f"{gate.verdict}: {workload.share(candidates[p].frequency):.0%} of scans, "
             f"true on {bits[p].mean():.1%} of sampled rows"
         ),
     )
@@ -320,12 +320,21 @@ class Gate:
     share_name: str
     max_z: int  # primaries kept per graph
     max_sop: int
+    verdict: str = "chosen"  # what a primary is: a chosen feature, or a candidate for the search
 
 
 def _gate(thresholds: Thresholds) -> Gate:
     if thresholds.selection == "benefit":
         pool = thresholds.search_candidates
-        return Gate(2, "changing literals", thresholds.min_candidate_share, "min_candidate_share", pool, pool)
+        return Gate(
+            2,
+            "changing literals",
+            thresholds.min_candidate_share,
+            "min_candidate_share",
+            pool,
+            pool,
+            "candidate for the benefit search",
+        )
     return Gate(
         thresholds.min_comparison_points,
         "theta",
