@@ -21,13 +21,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from benchmarks.common import table, write_report
-from costmodel.benefit import workload_queries
-from costmodel.decision import benefit_of
 from optimizer import tpch
 from optimizer.analysis.sample import sample_frame
 from optimizer.clustering import optimize
 from optimizer.config import SparkSettings, Thresholds
 from optimizer.demo import load_part
+from optimizer.estimate.decision import benefit_of
+from optimizer.estimate.replay import workload_queries
 from optimizer.features import FeatureSet, SopFeature, ZFeature
 from optimizer.runtime import build_session
 from optimizer.skipping.scan import column_sizes, table_file_stats
@@ -55,7 +55,7 @@ def workload(count: int) -> list[ScanRecord]:
 
 
 def real_bytes_per_query(lineitem, records, thresholds) -> float:  # type: ignore[no-untyped-def]
-    from costmodel.benefit import query_bytes
+    from optimizer.estimate.replay import query_bytes
 
     snapshot = lineitem.snapshot()
     stats = table_file_stats(lineitem, snapshot)

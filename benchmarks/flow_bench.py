@@ -10,8 +10,9 @@ flush, exactly-once appends to the query log) with their arrival times; then an 
 table receive the same appends:
 
 * **none**: never optimised;
-* **manual**: after every append, ``deltaopt optimize`` of the new files with the analyser's features
-  (what an operator's cron would do: optimise always);
+* **manual**: after every append, ``deltaopt optimize`` of the new files with the features the
+  analyser's thesis gates choose (``selection: frequency``; what an operator's cron would do: optimise
+  always);
 * **service**: whatever the service decides.
 
 Per tick the report gives the service's decision and estimate (projected queries, skipping and
@@ -45,12 +46,13 @@ from typing import Any
 import yaml
 
 from benchmarks.common import table, write_report
-from costmodel.benefit import MB, query_bytes, workload_queries
+from costmodel.benefit import MB
 from optimizer import tpch
 from optimizer.analysis import analyse_table
 from optimizer.clustering import optimize
 from optimizer.config import Config, load_config
 from optimizer.demo import load_part
+from optimizer.estimate.replay import query_bytes, workload_queries
 from optimizer.runtime import build_session
 from optimizer.skipping.extended import load_index, unclustered_files
 from optimizer.skipping.scan import column_sizes, plan_scan, table_file_stats
@@ -221,7 +223,8 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
 
             manual = copies["manual"]
             new = unclustered_files(manual, manual.snapshot())
-            features = analyse_table(spark, manual, "lineitem", log, thresholds, now, files=new).features
+            gated = thresholds.model_copy(update={"selection": "frequency"})  # the thesis's gates choose
+            features = analyse_table(spark, manual, "lineitem", log, gated, now, files=new).features
             if not features.is_empty:
                 result = optimize(spark, manual, features, target, files=new)
                 tick.manual_seconds = result.seconds.get("total")

@@ -42,11 +42,11 @@ from benchmarks.flow_bench import (
 )
 from costmodel.benefit import MB
 from costmodel.cost import DEFAULT_MODEL
-from costmodel.decision import estimate
 from optimizer import tpch
 from optimizer.clustering import optimize
 from optimizer.config import Thresholds
 from optimizer.demo import load_part
+from optimizer.estimate.decision import estimate
 from optimizer.features import FeatureSet
 from optimizer.runtime import build_session
 from optimizer.table import open_table

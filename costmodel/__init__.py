@@ -1,1 +1,1 @@
-"""deltaopt's cost-benefit estimator: calibrated cost model, virtual-file benefit and the decision."""
+"""deltaopt's cost and benefit arithmetic: the calibrated cost model, the query rate, benefit figures."""

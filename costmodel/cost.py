@@ -6,7 +6,7 @@ of Z-order, SOP and additional features:
     seconds = overhead + GB * (base + m_z * n_z + m_sop * n_sop + m_add * n_add)
 
 Coefficients are fitted with scikit-learn (non-negative least squares, so more data or more features
-never predict less time) from measured runs (`costmodel.calibrate`), stored as JSON with the fit
+never predict less time) from measured runs (`optimizer.estimate.calibrate`), stored as JSON with the fit
 quality; `DEFAULT_MODEL` holds coefficients measured on this project's machines for when no
 calibration exists. Benefit is converted into the same unit with ``cost_per_mb_read``.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.linear_model import LinearRegression
 
-from optimizer.errors import CostModelError
+from costmodel.errors import CostModelError
 
 GB = 1e9
 

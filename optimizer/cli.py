@@ -34,9 +34,8 @@ from optimizer.commands import (
     cmd_status,
     cmd_table_info,
 )
-from optimizer.errors import DeltaOptError
+from optimizer.errors import KNOWN
 from optimizer.querylog_commands import cmd_querylog_import, cmd_querylog_quarantine, cmd_querylog_show
-from querylog.errors import QueryLogError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -178,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args)
-    except (DeltaOptError, QueryLogError) as err:
+    except KNOWN as err:
         print(f"deltaopt: error: {err}", file=sys.stderr)
         return 2
 

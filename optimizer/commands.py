@@ -35,8 +35,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 
 def cmd_table_info(args: argparse.Namespace) -> int:
+    from optimizer.inspect import render, table_info
     from optimizer.table import open_table
-    from optimizer.table.info import render, table_info
 
     info = table_info(open_table(args.path))
     if args.json:
@@ -204,9 +204,9 @@ def _output_settings(args: argparse.Namespace, thresholds: Any) -> Any:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from optimizer.inspect import human_bytes
     from optimizer.skipping.explain import explain
     from optimizer.table import open_table
-    from optimizer.table.info import human_bytes
 
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     result = explain(open_table(args.table), args.where, columns)
@@ -227,7 +227,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from costmodel.cost import load
-    from costmodel.decision import estimate
+    from optimizer.estimate.decision import estimate
 
     config, table, spark, delta, log = _watched(args)
     cost_model = load(config.service.cost_model_path)
@@ -262,13 +262,26 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                 f"  stored bytes x{c.ratio:.3f} ({c.codec_before} -> {c.codec_after}): compaction "
                 f"x{figures['compaction']}, clustering x{figures['clustering']}"
             )
+        for name, seen in b.readers.items():
+            print(
+                f"  {name} readers ({seen['share']:.0%} of reads): {seen['bytes_per_query_before'] / 1e6:.2f} -> "
+                f"{seen['bytes_per_query_after'] / 1e6:.2f} MB per query, benefit {seen['benefit']:.1f}"
+            )
         print(f"  features: {decision.features}")
+    if decision.search:
+        search = decision.search
+        print(
+            f"  feature search: {search['estimates']} estimates in {search['seconds']} s; chosen {search['chosen']}; "
+            f"{search['stopped']}"
+        )
+        for candidate in search["candidates"]:
+            print(f"    {candidate['kind']} {candidate['feature']}: {candidate['reason']}")
     return 0
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from costmodel.calibrate import DEFAULT_GRID, calibrate
     from optimizer.config import SparkSettings, load_config
+    from optimizer.estimate.calibrate import DEFAULT_GRID, calibrate
     from optimizer.runtime import build_session
     from optimizer.table import open_table
 
@@ -310,9 +323,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from optimizer.clustering.groups import clustered_groups
     from optimizer.config import load_config
+    from optimizer.inspect import human_bytes, table_info
     from optimizer.service.state import StateStore
     from optimizer.table import open_table
-    from optimizer.table.info import human_bytes, table_info
 
     config = load_config(args.config)
     store = StateStore(config.service.state_dir)

@@ -145,6 +145,9 @@ class Thresholds(_Model):
     search_candidates: int = Field(
         6, ge=1, le=64, description="most Z and most SOP candidates (by frequency) the benefit search estimates"
     )
+    search_seconds: Duration = Field(
+        120, gt=0, description="no new round of the benefit search starts after this long; the features so far stand"
+    )
     recluster_bytes_per_tick: ByteSize = Field(
         1 << 30, description="most bytes of files clustered under an older feature set one tick may re-cluster (0: off)"
     )

@@ -23,9 +23,9 @@ import yaml
 
 from optimizer import tpch
 from optimizer.config import load_config
+from optimizer.inspect import human_bytes, render, table_info
 from optimizer.runtime import build_session, runtime_info
 from optimizer.table import open_table
-from optimizer.table.info import human_bytes, render, table_info
 
 
 def _say(message: str) -> None:

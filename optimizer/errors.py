@@ -1,10 +1,14 @@
 """Errors raised by the optimizer and cost model.
 
 One small hierarchy so callers can catch precisely: the CLI and the service catch `DeltaOptError` (and
-`querylog.errors.QueryLogError`), report the message and keep going with the next table.
+the lower packages' roots, `querylog.errors.QueryLogError` and `costmodel.errors.CostModelError`: the
+`KNOWN` tuple), report the message and keep going with the next table.
 """
 
 from __future__ import annotations
+
+from costmodel.errors import CostModelError
+from querylog.errors import QueryLogError
 
 
 class DeltaOptError(Exception):
@@ -47,9 +51,8 @@ class ClusteringError(DeltaOptError):
     """The OPTIMIZE job could not build the requested layout."""
 
 
-class CostModelError(DeltaOptError):
-    """A cost model could not be loaded, fitted or applied."""
-
-
 class JobSubmissionError(DeltaOptError):
     """A job could not be sent to the cluster chosen to run it."""
+
+
+KNOWN: tuple[type[Exception], ...] = (DeltaOptError, QueryLogError, CostModelError)  # errors with a clear message

@@ -7,11 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from costmodel.benefit import Compression, Query, estimate_benefit, query_bytes, workload_queries
+from costmodel.benefit import Compression
 from costmodel.cost import DEFAULT_MODEL, CostModel, Run, fit, load
 from costmodel.rate import project_rate
 from optimizer.config import Thresholds
 from optimizer.errors import CostModelError
+from optimizer.estimate.replay import Query, estimate_benefit, query_bytes, workload_queries
 from optimizer.skipping.filestats import Bounds, FileStats
 from optimizer.skipping.pruning import prepare
 from querylog.records import ScanRecord
@@ -222,8 +223,8 @@ def test_skipping_and_compression_terms_add_up():
 def test_estimate_decides_on_a_real_table(spark, tmp_path):
     from pyspark.sql import functions as F
 
-    from costmodel.decision import estimate
     from optimizer.clustering import optimize
+    from optimizer.estimate.decision import estimate
     from optimizer.table import open_table
     from querylog.store import QueryLogTable
 
@@ -270,7 +271,7 @@ def _features(decision):  # type: ignore[no-untyped-def]
 
 
 def test_candidate_layouts_keep_left_out_features_as_statistics():
-    from costmodel.decision import candidate_layouts
+    from optimizer.estimate.decision import candidate_layouts
     from optimizer.features import FeatureSet, SopFeature, ZFeature
 
     features = FeatureSet(
@@ -294,8 +295,8 @@ def test_estimated_compression_matches_a_real_rewrite(spark, tmp_path):
     compacted (real rows, full density) and rows clustered (the sample), and leaves no scratch behind."""
     from pyspark.sql import functions as F
 
-    from costmodel.decision import estimate
     from optimizer.clustering import optimize
+    from optimizer.estimate.decision import estimate
     from optimizer.skipping.scan import column_sizes
     from optimizer.table import open_table
     from querylog.store import QueryLogTable
@@ -347,7 +348,7 @@ def test_layouts_are_scored_for_the_tables_readers(spark, tmp_path):
     table read by standard engines the layout is worth nothing, for deltaopt's readers it pays."""
     from pyspark.sql import functions as F
 
-    from costmodel.decision import estimate
+    from optimizer.estimate.decision import estimate
     from optimizer.table import open_table
     from querylog.store import QueryLogTable
 

@@ -78,3 +78,11 @@ def test_layout_of_keeps_every_unchosen_candidate_for_statistics():
     assert layout.z == () and [f.predicate for f in layout.sop] == ["y LIKE '%q%'"]
     assert {f.expression for f in layout.z_add} == {"a", "b", "MONTH(d)", "c"}
     assert {f.predicate for f in layout.sop_add} == {"x = 1", "w = 2"}
+
+
+def test_the_time_limit_ends_the_search_after_a_round():
+    values = {"a": 50.0, "b": 40.0, "MONTH(d)": 30.0, "x = 1": 20.0, "y LIKE '%q%'": 10.0}
+    result = greedy_search(POOL, additive(values, per_feature_cost=0.1), max_z=4, max_sop=4, seconds=0.0)
+    assert [c.feature for c in result.chosen] == ["a"]  # round 1 always runs; no second round starts
+    assert result.stopped.startswith("time limit")
+    assert result.features.z == (ZFeature("a"),)

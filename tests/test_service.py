@@ -399,5 +399,9 @@ def test_estimate_and_status_on_the_command_line(service, capsys):
     assert decision["action"] == "optimize" and decision["new_files"] == 6
     assert decision["cost"]["seconds"] > 0 and decision["benefit"]["p_after"] < decision["benefit"]["p_before"]
     assert {layout["layout"] for layout in decision["layouts"]} == {"as analysed"}
+    assert main(["estimate", "--config", config]) == 0
+    text = capsys.readouterr().out
+    assert "standard readers (100% of reads)" in text and "deltaopt readers (0% of reads)" in text
+    assert "feature search:" in text and "z x: chosen in round 1" in text
     assert main(["status", "--config", config]) == 0
     assert "unclustered" in capsys.readouterr().out

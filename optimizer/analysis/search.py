@@ -26,6 +26,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from optimizer.features import FeatureSet, SopFeature, ZFeature
 
@@ -87,7 +88,7 @@ class SearchResult:
     stopped: str  # why the search ended
     chosen: tuple[Candidate, ...] = field(default_factory=tuple)
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "chosen": [f"{c.kind}: {c.feature}" for c in self.chosen],
             "benefit": round(self.score.benefit, 4),
@@ -112,9 +113,10 @@ def layout_of(pool: FeatureSet, chosen: Sequence[Candidate]) -> FeatureSet:
     )
 
 
-def greedy_search(pool: FeatureSet, score: Scorer, max_z: int, max_sop: int) -> SearchResult:
+def greedy_search(pool: FeatureSet, score: Scorer, max_z: int, max_sop: int, seconds: float = math.inf) -> SearchResult:
     """Add the pool's Z and SOP candidates (`pool.z`, `pool.sop`) one at a time while the best one's
-    marginal benefit exceeds its marginal cost, within `max_z` and `max_sop` features."""
+    marginal benefit exceeds its marginal cost, within `max_z` and `max_sop` features. No round starts
+    after `seconds`: the layout chosen so far stands (every estimate costs Spark jobs)."""
     started = time.perf_counter()
     candidates = [Candidate("z", f.expression) for f in pool.z] + [Candidate("sop", f.predicate) for f in pool.sop]
     outcomes = {c: CandidateOutcome(c) for c in candidates}
@@ -128,6 +130,9 @@ def greedy_search(pool: FeatureSet, score: Scorer, max_z: int, max_sop: int) -> 
         remaining = [c for c in candidates if c not in chosen and _room(c, chosen, max_z, max_sop)]
         if not remaining:
             stopped = "every candidate chosen or the feature limits reached" if candidates else stopped
+            break
+        if round_ and time.perf_counter() - started > seconds:
+            stopped = f"time limit: {seconds:g} s spent after round {round_}; the features chosen so far stand"
             break
         round_ += 1
         best: tuple[Candidate, Score] | None = None
@@ -161,7 +166,9 @@ def greedy_search(pool: FeatureSet, score: Scorer, max_z: int, max_sop: int) -> 
         if outcome.chosen_in_round is not None:
             continue
         if outcome.marginal_benefit is None or outcome.marginal_cost is None:
-            outcome.reason = "not estimated: the feature limit of its kind was reached"
+            outcome.reason = "not estimated: " + (
+                "the search's time limit" if stopped.startswith("time limit") else "the feature limit of its kind"
+            )
         elif not _room(candidate, chosen, max_z, max_sop):
             outcome.reason = "dropped: the feature limit of its kind was reached"
         else:

@@ -26,13 +26,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from costmodel.cost import CostModel
-from costmodel.decision import Decision, estimate
 from optimizer.clustering.groups import FileGroup, clustered_groups, layout_key, oldest_first
 from optimizer.config import Thresholds
+from optimizer.estimate.decision import Decision, estimate
+from optimizer.inspect import human_bytes
 from optimizer.service.state import TableState
 from optimizer.skipping.extended import load_index_with_runs
 from optimizer.table.access import DataFile
-from optimizer.table.info import human_bytes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

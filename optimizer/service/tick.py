@@ -25,10 +25,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from costmodel.cost import CostModel
-from costmodel.decision import estimate
 from optimizer.clustering.groups import layout_key
 from optimizer.config import Config, TableSettings
-from optimizer.errors import CommitConflictError, DeltaOptError
+from optimizer.errors import KNOWN, CommitConflictError
+from optimizer.estimate.decision import estimate
 from optimizer.features import FeatureSet
 from optimizer.service.decisions import DecisionLog
 from optimizer.service.drift import plan_recluster
@@ -36,7 +36,6 @@ from optimizer.service.executors import Executor, OptimizeRequest, choose_execut
 from optimizer.service.state import RunInProgress, StateStore, TableState
 from optimizer.table import open_table
 from optimizer.table.access import commit_of_run
-from querylog.errors import QueryLogError
 from querylog.store import QueryLogTable
 
 if TYPE_CHECKING:
@@ -79,7 +78,7 @@ def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None)
             record.update(action="paused", reason="table is paused in the configuration")
         else:
             state = _tick(table, ctx, now, state, record, dry_run)
-    except (DeltaOptError, QueryLogError) as err:
+    except KNOWN as err:
         record.update(action="error", reason=f"{type(err).__name__}: {err}")
         log.warning("%s: %s", table.name, record["reason"])
     except Exception as err:  # one table's failure must not stop the others; it is recorded

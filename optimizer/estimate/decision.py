@@ -16,15 +16,16 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from costmodel.benefit import MB, BenefitEstimate, Query, combine, estimate_benefit, workload_queries
+from costmodel.benefit import MB, BenefitEstimate, combine
 from costmodel.cost import CostEstimate, CostModel
 from costmodel.rate import QueryRate, project_rate
-from costmodel.stored_bytes import StoredBaseline, layout_compression, layout_measure, measure_baseline
-from costmodel.virtual_files import bytes_per_row, virtual_files
 from optimizer.analysis.analyser import Analysis, analyse
 from optimizer.analysis.sample import evaluate, sample_frame
 from optimizer.analysis.search import Score, SearchResult, best_single, greedy_search, layout_of
 from optimizer.config import Thresholds
+from optimizer.estimate.replay import Query, estimate_benefit, workload_queries
+from optimizer.estimate.stored_bytes import StoredBaseline, layout_compression, layout_measure, measure_baseline
+from optimizer.estimate.virtual_files import bytes_per_row, virtual_files
 from optimizer.features import FeatureSet
 from optimizer.skipping.extended import ExtendedStats, load_index
 from optimizer.skipping.filestats import FileStats
@@ -59,7 +60,7 @@ class Decision:
     seconds: dict[str, float] = field(default_factory=dict)
     outside_window: dict[str, object] | None = None  # logged scans older than the workload window
     output: dict[str, object] | None = None  # codec and row groups OPTIMIZE would write with
-    search: dict[str, object] | None = None  # the benefit-driven feature search, candidate by candidate
+    search: dict[str, Any] | None = None  # the benefit-driven feature search, candidate by candidate
 
     @property
     def optimize(self) -> bool:
@@ -185,7 +186,9 @@ def search_features(
         benefit = layout_benefit(replay, snapshot, layout, sample, thresholds)
         return Score(benefit.benefit, layout_cost(cost_model, new_bytes, layout).seconds)
 
-    result = greedy_search(pool, score, thresholds.max_z_features, thresholds.max_sop_features)
+    result = greedy_search(
+        pool, score, thresholds.max_z_features, thresholds.max_sop_features, thresholds.search_seconds
+    )
     single = best_single(result)
     if single is not None:
         stopped = f"{result.stopped}; the closest, {single.kind} {single.feature}, is estimated with compression"

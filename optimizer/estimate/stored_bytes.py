@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from costmodel.benefit import Compression
-from costmodel.virtual_files import Measure, in_stored_order
 from optimizer.errors import TableAccessError
+from optimizer.estimate.virtual_files import Measure, in_stored_order
 from optimizer.skipping.scan import column_sizes
 from optimizer.table.access import DataFile, Snapshot
 from optimizer.table.footers import compression_ratios, file_codec, total_sizes, written_sizes
