@@ -23,14 +23,17 @@ sampled row is dropped (it can never let a file be skipped).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
+
+import networkx as nx
 
 from optimizer.analysis.correlation import sop_correlation_graph, z_correlation_graph
 from optimizer.analysis.sample import Evaluation
-from optimizer.analysis.traversal import Traversal, traverse
+from optimizer.analysis.traversal import traverse
 from optimizer.analysis.workload import Workload, sop_candidates, summarize
 from optimizer.config import Thresholds
 from optimizer.features import FeatureSet, SopFeature, ZFeature
@@ -101,23 +104,20 @@ def analyse(
     seconds: dict[str, float] = {}
     workload = summarize(records, now, thresholds.recency_half_life)
     seconds["workload"] = time.perf_counter() - clock
-    reports: list[CandidateReport] = []
-    min_frequency = _gate(thresholds).share * workload.weight
-
-    z_features, z_add, z_reports, z_rows = _choose_z(workload, evaluator, thresholds, min_frequency, seconds)
-    reports += z_reports
+    gate = _gate(thresholds)
+    min_frequency = gate.share * workload.weight
+    z = _choose(_z_kind(workload, evaluator, gate), min_frequency)
+    seconds.update(z.seconds)
     clock = time.perf_counter()
-    sop, sop_add, weights, sop_reports, sop_rows = _choose_sop(
-        workload, {*z_features, *z_add}, evaluator, thresholds, min_frequency
-    )
+    sop = _choose(_sop_kind(workload, {*z.chosen, *z.additional}, evaluator, gate), min_frequency)
     seconds["sop"] = time.perf_counter() - clock
-    reports += sop_reports
+    reports = [*z.reports, *sop.reports]
     features = FeatureSet(
-        z=tuple(ZFeature(e) for e in z_features),
-        sop=tuple(SopFeature(p) for p in sop),
-        z_add=tuple(ZFeature(e) for e in z_add),
-        sop_add=tuple(SopFeature(p) for p in sop_add),
-        sop_weights=weights,
+        z=tuple(ZFeature(e) for e in z.chosen),
+        sop=tuple(SopFeature(p) for p in sop.chosen),
+        z_add=tuple(ZFeature(e) for e in z.additional),
+        sop_add=tuple(SopFeature(p) for p in sop.additional),
+        sop_weights={p: round(sop.frequency[p], 6) for p in sop.chosen},
     )
     order = {Role.Z: 0, Role.SOP: 1, Role.Z_ADD: 2, Role.SOP_ADD: 3, Role.REJECTED: 4}
     reports.sort(key=lambda r: (order[r.role], -r.frequency, r.feature))
@@ -127,7 +127,7 @@ def analyse(
         unfiltered_scans=workload.unfiltered_scans,
         window_start=workload.first,
         window_end=workload.last,
-        sample_rows=max(z_rows, sop_rows),
+        sample_rows=max(z.rows, sop.rows),
         features=features,
         candidates=tuple(reports),
         seconds={k: round(v, 4) for k, v in seconds.items()},
@@ -135,179 +135,193 @@ def analyse(
     )
 
 
-def _choose_z(
-    workload: Workload, evaluator: Evaluator, thresholds: Thresholds, min_frequency: float, seconds: dict[str, float]
-) -> tuple[list[str], list[str], list[CandidateReport], int]:
-    reports: list[CandidateReport] = []
-    gate = _gate(thresholds)
-    theta = gate.points
+@dataclass(frozen=True)
+class _Kind:
+    """What differs between choosing Z features and SOP features; `_choose` is the one algorithm."""
 
-    def report(expression: str, role: Role, reason: str, **extra: object) -> None:
-        candidate = workload.z[expression]
+    name: str  # "z" (expressions) or "sop" (whole predicates)
+    label: str  # "Z" or "SOP", in reasons
+    measure: str  # the correlation measure, in reasons
+    primary: Role
+    additional: Role
+    limit: int  # primaries kept by the traversal
+    frequency: Mapping[str, float]  # every candidate's recency-weighted scans
+    shares: Mapping[str, float]
+    scans: Mapping[str, int]
+    points: Mapping[str, int] | None  # comparison points (Z only)
+    prefilter: Callable[[str], str | None]  # why a candidate is rejected before evaluation, or None
+    evaluate: Callable[[list[str]], tuple[Mapping[str, Any], Evaluation]]  # samples per candidate
+    set_aside: Callable[[Mapping[str, Any]], list[tuple[str, Role, str]]]  # constant / always / never
+    graph: Callable[[Mapping[str, Any]], nx.Graph]
+    chosen_reason: Callable[[str], str]
+    gate: Gate
+
+
+@dataclass(frozen=True)
+class _Choice:
+    chosen: list[str]
+    additional: list[str]  # statistics only
+    reports: list[CandidateReport]
+    frequency: Mapping[str, float]
+    rows: int
+    seconds: dict[str, float]
+
+
+def _choose(kind: _Kind, min_frequency: float) -> _Choice:
+    """Pre-filter, evaluate on the sample, set aside what cannot cluster, build the correlation graph
+    and traverse it: primaries are chosen, correlated and unvisited candidates keep statistics."""
+    reports: list[CandidateReport] = []
+    seconds: dict[str, float] = {}
+
+    def report(feature: str, role: Role, reason: str, **extra: object) -> None:
         reports.append(
             CandidateReport(
-                "z",
-                expression,
+                kind.name,
+                feature,
                 role,
                 reason,
-                round(candidate.frequency, 4),
-                round(workload.share(candidate.frequency), 4),
-                candidate.scans,
-                len(candidate.points),
+                round(kind.frequency[feature], 4),
+                round(kind.shares[feature], 4),
+                kind.scans[feature],
+                kind.points[feature] if kind.points is not None else None,
                 **extra,  # type: ignore[arg-type]
             )
         )
 
     kept = []
-    for expression, candidate in workload.z.items():
-        if len(candidate.points) < theta:
-            report(
-                expression,
-                Role.REJECTED,
-                f"too few comparison points ({len(candidate.points)} < {gate.points_name}={theta}); "
-                "its predicates are SOP candidates",
-            )
+    for feature in kind.frequency:
+        problem = kind.prefilter(feature)
+        if problem is None:
+            kept.append(feature)
         else:
-            kept.append(expression)
+            report(feature, Role.REJECTED, problem)
     clock = time.perf_counter()
-    evaluation = evaluator(kept, []) if kept else Evaluation()
-    seconds["z_sample"] = time.perf_counter() - clock
-    for expression, problem in evaluation.failures.items():
-        report(expression, Role.REJECTED, problem)
-    samples = evaluation.z
-    constant = {e for e, s in samples.items() if s.distinct < 2}
+    samples, evaluation = kind.evaluate(kept) if kept else ({}, Evaluation())
+    seconds[f"{kind.name}_sample"] = time.perf_counter() - clock
+    for feature, problem in evaluation.failures.items():
+        report(feature, Role.REJECTED, problem)
+    aside = kind.set_aside(samples)
     clock = time.perf_counter()
-    graph = z_correlation_graph(
-        {e: s for e, s in samples.items() if e not in constant}, thresholds.z_correlation_epsilon
-    )
-    seconds["z_graph"] = time.perf_counter() - clock
-    frequency = {e: workload.z[e].frequency for e in graph.nodes}
-    walk = traverse(graph, frequency, gate.max_z, min_frequency)
-    chosen, additional = _split(
-        walk,
-        frequency,
-        min_frequency,
-        gate,
-        gate.max_z,
-        "Z",
-        "sort-index",
-        Role.Z,
-        Role.Z_ADD,
-        report,
-        lambda e: (
-            f"{gate.verdict}: {len(workload.z[e].points)} comparison points, "
-            f"{workload.share(workload.z[e].frequency):.0%} of scans"
-        ),
-    )
-    for expression in sorted(constant):
-        additional.append(expression)
-        report(expression, Role.Z_ADD, "constant on the sample: clustering cannot narrow its ranges; statistics only")
-    return chosen, additional, reports, evaluation.rows
-
-
-def _choose_sop(
-    workload: Workload, z_kept: set[str], evaluator: Evaluator, thresholds: Thresholds, min_frequency: float
-) -> tuple[list[str], list[str], dict[str, float], list[CandidateReport], int]:
-    reports: list[CandidateReport] = []
-    gate = _gate(thresholds)
-    candidates = sop_candidates(workload, z_kept)
-
-    def report(predicate: str, role: Role, reason: str, **extra: object) -> None:
-        use = candidates[predicate]
-        reports.append(
-            CandidateReport(
-                "sop",
-                predicate,
-                role,
-                reason,
-                round(use.frequency, 4),
-                round(workload.share(use.frequency), 4),
-                use.scans,
-                **extra,  # type: ignore[arg-type]
-            )
-        )
-
-    frequent = []
-    for predicate, use in candidates.items():
-        if use.frequency < min_frequency:
-            report(
-                predicate,
-                Role.REJECTED,
-                f"infrequent ({workload.share(use.frequency):.1%} of scans < {gate.share_name}={gate.share:.0%})",
-            )
-        else:
-            frequent.append(predicate)
-    evaluation = evaluator([], frequent) if frequent else Evaluation()
-    for predicate, problem in evaluation.failures.items():
-        report(predicate, Role.REJECTED, problem)
-    bits = evaluation.sop
-    always = {p for p, b in bits.items() if b.all()}
-    never = {p for p, b in bits.items() if not b.any()}
-    for predicate in sorted(always):
-        report(predicate, Role.REJECTED, "true on every sampled row: it can never let a file be skipped")
-    graph = sop_correlation_graph(
-        {p: b for p, b in bits.items() if p not in always | never}, thresholds.sop_correlation_phi
-    )
-    frequency = {p: candidates[p].frequency for p in graph.nodes}
-    walk = traverse(graph, frequency, gate.max_sop, min_frequency)
-    chosen, additional = _split(
-        walk,
-        frequency,
-        min_frequency,
-        gate,
-        gate.max_sop,
-        "SOP",
-        "mean-square contingency",
-        Role.SOP,
-        Role.SOP_ADD,
-        report,
-        lambda p: (
-            f"{gate.verdict}: {workload.share(candidates[p].frequency):.0%} of scans, "
-            f"true on {bits[p].mean():.1%} of sampled rows"
-        ),
-    )
-    for predicate in sorted(never):
-        additional.append(predicate)
-        report(predicate, Role.SOP_ADD, "false on every sampled row: no clustering needed; statistics only")
-    weights = {p: round(candidates[p].frequency, 6) for p in chosen}
-    return chosen, additional, weights, reports, evaluation.rows
-
-
-def _split(
-    walk: Traversal,
-    frequency: dict[str, float],
-    min_frequency: float,
-    gate: Gate,
-    limit: int,
-    kind: str,
-    measure: str,
-    primary: Role,
-    additional_role: Role,
-    report: Callable[..., None],
-    chosen_reason: Callable[[str], str],
-) -> tuple[list[str], list[str]]:
-    """Reports for a traversal: primaries are chosen; correlated and unvisited vertices keep statistics."""
+    graph = kind.graph({f: v for f, v in samples.items() if f not in {a for a, _, _ in aside}})
+    seconds[f"{kind.name}_graph"] = time.perf_counter() - clock
+    frequency = {f: kind.frequency[f] for f in graph.nodes}
+    walk = traverse(graph, frequency, kind.limit, min_frequency)
     chosen = [str(v) for v in walk.primary]
     additional: list[str] = []
     for name in chosen:
-        report(name, primary, chosen_reason(name))
+        report(name, kind.primary, kind.chosen_reason(name))
     for vertex, (correlated_with, index) in walk.correlated.items():
         additional.append(str(vertex))
         report(
             str(vertex),
-            additional_role,
-            f"correlated with {correlated_with} ({measure} {index}); statistics only",
+            kind.additional,
+            f"correlated with {correlated_with} ({kind.measure} {index}); statistics only",
             correlated_with=str(correlated_with),
             index=index,
         )
+    gate = kind.gate
     for vertex in walk.unvisited:
         additional.append(str(vertex))
         if frequency[str(vertex)] < min_frequency:
             reason = f"infrequent (share < {gate.share_name}={gate.share}); statistics only"
         else:
-            reason = f"over the limit of {limit} {kind} features; statistics only"
-        report(str(vertex), additional_role, reason)
-    return chosen, additional
+            reason = f"over the limit of {kind.limit} {kind.label} features; statistics only"
+        report(str(vertex), kind.additional, reason)
+    for feature, role, reason in aside:
+        if role is not Role.REJECTED:
+            additional.append(feature)
+        report(feature, role, reason)
+    return _Choice(chosen, additional, reports, kind.frequency, evaluation.rows, seconds)
+
+
+def _z_kind(workload: Workload, evaluator: Evaluator, gate: Gate) -> _Kind:
+    """Z candidates: expressions compared with changing literals (Algorithm 1, P1-P4)."""
+    candidates = workload.z
+
+    def prefilter(expression: str) -> str | None:
+        points = len(candidates[expression].points)
+        if points >= gate.points:
+            return None
+        return (
+            f"too few comparison points ({points} < {gate.points_name}={gate.points}); "
+            "its predicates are SOP candidates"
+        )
+
+    def evaluate(kept: list[str]) -> tuple[Mapping[str, Any], Evaluation]:
+        evaluation = evaluator(kept, [])
+        return evaluation.z, evaluation
+
+    def set_aside(samples: Mapping[str, Any]) -> list[tuple[str, Role, str]]:
+        reason = "constant on the sample: clustering cannot narrow its ranges; statistics only"
+        return [(e, Role.Z_ADD, reason) for e in sorted(e for e, s in samples.items() if s.distinct < 2)]
+
+    return _Kind(
+        name="z",
+        label="Z",
+        measure="sort-index",
+        primary=Role.Z,
+        additional=Role.Z_ADD,
+        limit=gate.max_z,
+        frequency={e: c.frequency for e, c in candidates.items()},
+        shares={e: workload.share(c.frequency) for e, c in candidates.items()},
+        scans={e: c.scans for e, c in candidates.items()},
+        points={e: len(c.points) for e, c in candidates.items()},
+        prefilter=prefilter,
+        evaluate=evaluate,
+        set_aside=set_aside,
+        graph=lambda samples: z_correlation_graph(samples, gate.z_epsilon),
+        gate=gate,
+        chosen_reason=lambda e: (
+            f"{gate.verdict}: {len(candidates[e].points)} comparison points, "
+            f"{workload.share(candidates[e].frequency):.0%} of scans"
+        ),
+    )
+
+
+def _sop_kind(workload: Workload, z_kept: set[str], evaluator: Evaluator, gate: Gate) -> _Kind:
+    """SOP candidates: whole predicates not covered by a Z feature (Algorithm 1, P5-P8)."""
+    candidates = sop_candidates(workload, z_kept)
+    bits: dict[str, Any] = {}
+
+    def prefilter(predicate: str) -> str | None:
+        frequency = candidates[predicate].frequency
+        if frequency >= gate.share * workload.weight:
+            return None
+        return f"infrequent ({workload.share(frequency):.1%} of scans < {gate.share_name}={gate.share:.0%})"
+
+    def evaluate(kept: list[str]) -> tuple[Mapping[str, Any], Evaluation]:
+        evaluation = evaluator([], kept)
+        bits.update(evaluation.sop)
+        return evaluation.sop, evaluation
+
+    def set_aside(samples: Mapping[str, Any]) -> list[tuple[str, Role, str]]:
+        always = "true on every sampled row: it can never let a file be skipped"
+        never = "false on every sampled row: no clustering needed; statistics only"
+        return [(p, Role.REJECTED, always) for p in sorted(samples) if samples[p].all()] + [
+            (p, Role.SOP_ADD, never) for p in sorted(samples) if not samples[p].any()
+        ]
+
+    return _Kind(
+        name="sop",
+        label="SOP",
+        measure="mean-square contingency",
+        primary=Role.SOP,
+        additional=Role.SOP_ADD,
+        limit=gate.max_sop,
+        frequency={p: u.frequency for p, u in candidates.items()},
+        shares={p: workload.share(u.frequency) for p, u in candidates.items()},
+        scans={p: u.scans for p, u in candidates.items()},
+        points=None,
+        prefilter=prefilter,
+        evaluate=evaluate,
+        set_aside=set_aside,
+        graph=lambda samples: sop_correlation_graph(samples, gate.sop_phi),
+        gate=gate,
+        chosen_reason=lambda p: (
+            f"{gate.verdict}: {workload.share(candidates[p].frequency):.0%} of scans, "
+            f"true on {bits[p].mean():.1%} of sampled rows"
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -320,6 +334,8 @@ class Gate:
     share_name: str
     max_z: int  # primaries kept per graph
     max_sop: int
+    z_epsilon: float
+    sop_phi: float
     verdict: str = "chosen"  # what a primary is: a chosen feature, or a candidate for the search
 
 
@@ -333,6 +349,8 @@ def _gate(thresholds: Thresholds) -> Gate:
             "min_candidate_share",
             pool,
             pool,
+            thresholds.z_correlation_epsilon,
+            thresholds.sop_correlation_phi,
             "candidate for the benefit search",
         )
     return Gate(
@@ -342,4 +360,6 @@ def _gate(thresholds: Thresholds) -> Gate:
         "gamma",
         thresholds.max_z_features,
         thresholds.max_sop_features,
+        thresholds.z_correlation_epsilon,
+        thresholds.sop_correlation_phi,
     )
