@@ -183,7 +183,7 @@ def run(spark: Any, parts: Sequence[Path], root: Path, args: argparse.Namespace)
                 load_part(spark, copy, part, args.files_per_append)
         for name, ctx in services.items():
             started = time.perf_counter()
-            (record,) = run_once(ctx, now=clock)
+            record = run_once(ctx, now=clock)[0].as_dict()
             ticks.append(_brief(name, phase, append, clock, record, time.perf_counter() - started))
             last = ticks[-1]
             print(f"  {clock:%H:%M} {name:9} {last['action']:9} {last['reason'][:150]}", flush=True)

@@ -210,7 +210,7 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
 
             service_before = {f.path for f in copies["service"].snapshot().files}
             started = time.perf_counter()
-            (decision,) = run_once(ctx, now=now)
+            decision = run_once(ctx, now=now)[0].as_dict()
             tick = Tick(step, decision, time.perf_counter() - started)
             if decision.get("action") == "optimize" and decision.get("benefit"):
                 tick.estimated_after = decision["benefit"]["bytes_per_query_after"]

@@ -313,7 +313,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ctx = context(config)
     if args.once:
         for record in run_once(ctx):
-            print(f"{record['table']}: {record['action'].upper()} - {record['reason']}")
+            print(f"{record.table}: {record.action.upper()} - {record.reason}")
     else:
         serve(ctx)
     print(f"decision log: {config.decision_log_path} (table: {config.service.decisions_path})")

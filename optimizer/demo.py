@@ -25,6 +25,7 @@ from optimizer import tpch
 from optimizer.config import load_config
 from optimizer.inspect import human_bytes, render, table_info
 from optimizer.runtime import build_session, runtime_info
+from optimizer.service.record import TickRecord
 from optimizer.table import open_table
 
 
@@ -74,16 +75,17 @@ def record_workload(log_path: str, spill: Path, count: int, seed: int, now: date
             recorder.record_sql(sql, ts=now - timedelta(minutes=count - i))
 
 
-def _show(record: dict) -> None:
-    _say(f"tick: {record['action'].upper()} - {record['reason']}")
-    job = record.get("job")
-    if job:
+def _show(record: TickRecord) -> None:
+    _say(f"tick: {record.action.upper()} - {record.reason}")
+    outcome = record.job.outcome if record.job is not None else None
+    if record.job is not None and outcome is not None:
         _say(
-            f"  job ({job['executor']}): {job['files_in']} files -> {job['files_out']} files, "
-            f"{human_bytes(job['bytes_in'])} -> {human_bytes(job['bytes_out'])}, committed v{job['version']}"
+            f"  job ({record.job.executor}): {outcome.files_in} files -> {outcome.files_out} files, "
+            f"{human_bytes(outcome.bytes_in)} -> {human_bytes(outcome.bytes_out)}, committed v{outcome.version}"
         )
-    if record.get("features"):
-        _say(f"  features: Z={record['features']['z']} SOP={record['features']['sop']}")
+    features = record.features
+    if features:
+        _say(f"  features: Z={features['z']} SOP={features['sop']}")
 
 
 def run_demo(workdir: str, scale: float = 0.1, parts: int = 8, fresh: bool = True) -> int:

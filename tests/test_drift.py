@@ -63,13 +63,13 @@ def test_old_files_follow_a_moved_workload(drifting, spark, capsys):
 
     ctx, table_path = drifting
     settings = ctx.config.tables[0]
-    first = tick(settings, ctx, NOW)
+    first = tick(settings, ctx, NOW).as_dict()
     assert first["action"] == "optimize" and first["features"]["z"] == ["x"]
     before = table_rows(spark, table_path)
 
     later = NOW + timedelta(days=8)  # phase 1 has left the workload window
     log_id_ranges(table_path + "_querylog", 60, later)
-    record = tick(settings, ctx, later + timedelta(minutes=1))
+    record = tick(settings, ctx, later + timedelta(minutes=1)).as_dict()
     assert "too little new data: 0 bytes" not in record["reason"]
     assert record["action"] == "recluster", record.get("recluster")
     assert "id" in record["features"]["z"] and "x" not in record["features"]["z"]
@@ -88,7 +88,7 @@ def test_old_files_follow_a_moved_workload(drifting, spark, capsys):
     (layout,) = status["layouts"]  # every file is now clustered under today's features
     assert layout["current"] and '"id"' in layout["features"] and layout["bytes"] == status["clustered_bytes"]
 
-    again = tick(settings, ctx, later + timedelta(minutes=2))
+    again = tick(settings, ctx, later + timedelta(minutes=2)).as_dict()
     assert again["action"] == "skip"
     assert "estimated since the chosen layout last changed" in again["recluster"]["reason"]
 
@@ -99,13 +99,13 @@ def test_a_budget_smaller_than_any_file_rewrites_nothing(drifting):
 
     ctx, table_path = drifting
     settings = ctx.config.tables[0]
-    assert tick(settings, ctx, NOW)["action"] == "optimize"
+    assert tick(settings, ctx, NOW).as_dict()["action"] == "optimize"
     later = NOW + timedelta(days=8)
     log_id_ranges(table_path + "_querylog", 60, later)
     small = settings.model_copy(
         update={"thresholds": settings.thresholds.model_copy(update={"recluster_bytes_per_tick": 1000})}
     )
-    record = tick(small, ctx, later)
+    record = tick(small, ctx, later).as_dict()
     assert record["action"] == "skip" and "job" not in record
     assert "larger than this tick's budget" in record["recluster"]["groups"][0]["verdict"]
 
@@ -127,7 +127,7 @@ def test_re_clustering_continues_across_ticks_within_the_budget(drifting):
 
     ctx, table_path = drifting
     settings = ctx.config.tables[0]
-    first = tick(settings, ctx, NOW)
+    first = tick(settings, ctx, NOW).as_dict()
     assert first["job"]["files_out"] >= 4
     table = open_table(table_path)
     half = sum(f.size for f in table.snapshot().files) // 2
@@ -136,10 +136,10 @@ def test_re_clustering_continues_across_ticks_within_the_budget(drifting):
     )
     later = NOW + timedelta(days=8)
     log_id_ranges(table_path + "_querylog", 60, later)
-    one = tick(small, ctx, later)
+    one = tick(small, ctx, later).as_dict()
     assert one["action"] == "recluster" and 0 < one["recluster"]["bytes"] <= half
-    two = tick(small, ctx, later + timedelta(minutes=5))
+    two = tick(small, ctx, later + timedelta(minutes=5)).as_dict()
     assert two["action"] == "recluster", two["recluster"]
-    rest = tick(small, ctx, later + timedelta(minutes=10))
+    rest = tick(small, ctx, later + timedelta(minutes=10)).as_dict()
     groups = {g["features"]: g for g in rest["recluster"]["groups"]}
     assert 'z=["x"] sop=[]' not in groups or rest["action"] == "recluster", rest["recluster"]

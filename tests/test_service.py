@@ -22,6 +22,7 @@ from optimizer.config import DatabricksSettings, ExecutionSettings, SparkSetting
 from optimizer.errors import JobSubmissionError
 from optimizer.features import FeatureSet, ZFeature
 from optimizer.service.executors import DatabricksExecutor, OptimizeRequest, choose_executor
+from optimizer.service.record import Action
 from optimizer.service.state import RunInProgress
 from optimizer.table.access import Commit
 from querylog.records import ScanRecord
@@ -102,9 +103,12 @@ def test_tick_decides_optimises_and_records(service):
     from optimizer.table import open_table
 
     ctx, table_path, tmp_path = service
-    record = tick(ctx.config.tables[0], ctx, NOW)
-    assert record["action"] == "optimize", record["reason"]
-    assert record["features"]["z"] == ["x"]
+    typed = tick(ctx.config.tables[0], ctx, NOW)
+    assert typed.action is Action.OPTIMIZE, typed.reason
+    assert typed.job is not None and typed.job.outcome is not None and typed.job.outcome.files_in == 6
+    assert typed.features["z"] == ["x"] and typed.decision is not None and typed.decision.optimize
+    record = typed.as_dict()  # what the decision log holds
+    assert record["action"] == "optimize" and record["features"]["z"] == ["x"]
     job = record["job"]
     assert job["executor"] == "local" and job["version"] == open_table(table_path).snapshot().version
     assert job["files_in"] == 6 and job["rows"] == 20000
@@ -122,16 +126,16 @@ def test_restart_repeats_no_work_and_new_data_is_picked_up(service, spark):
     from optimizer.service.tick import tick
 
     ctx, table_path, tmp_path = service
-    assert tick(ctx.config.tables[0], ctx, NOW)["action"] == "optimize"
+    assert tick(ctx.config.tables[0], ctx, NOW).as_dict()["action"] == "optimize"
 
     restarted = context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark)
-    again = tick(restarted.config.tables[0], restarted, NOW)
+    again = tick(restarted.config.tables[0], restarted, NOW).as_dict()
     assert again["action"] == "skip" and "too little new data: 0 bytes" in again["reason"]
     assert again["new_queries"] == 0  # the log position survived the restart
 
     make_table(spark, table_path, rows=8000, start=10**6, files=4)
     log_queries(table_path + "_querylog", count=10, now=NOW + timedelta(minutes=1))
-    later = tick(restarted.config.tables[0], restarted, NOW + timedelta(minutes=2))
+    later = tick(restarted.config.tables[0], restarted, NOW + timedelta(minutes=2)).as_dict()
     assert later["new_queries"] == 10
     assert later["new_files"] == 4 and later["action"] == "optimize"
     assert later["job"]["files_in"] == 4  # only the new data is rewritten
@@ -158,7 +162,8 @@ def test_decides_not_to_optimise_with_the_reason(spark, tmp_path):
         [ScanRecord(f"u{i}", NOW, "unfiltered", (), ("x",), "test") for i in range(30)]
     )
     records = {
-        r["table"]: r for r in run_once(context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark), NOW)
+        r.table: r.as_dict()
+        for r in run_once(context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark), NOW)
     }
     assert records["small"]["action"] == "skip" and "too little new data" in records["small"]["reason"]
     assert records["unfiltered"]["action"] == "skip" and "no clustering features" in records["unfiltered"]["reason"]
@@ -173,7 +178,7 @@ def test_dry_run_logs_without_optimising(service):
 
     ctx, table_path, _ = service
     ctx.config = ctx.config.model_copy(update={"service": ctx.config.service.model_copy(update={"dry_run": True})})
-    record = tick(ctx.config.tables[0], ctx, NOW)
+    record = tick(ctx.config.tables[0], ctx, NOW).as_dict()
     assert record["action"] == "optimize (dry run)" and "job" not in record
     assert open_table(table_path).snapshot().version == 0
 
@@ -184,7 +189,7 @@ def test_a_run_that_died_is_settled_and_retried(service):
 
     ctx, _, _ = service
     ctx.state.save(ctx.state.load("events").with_(run=RunInProgress("deadbeef", 0, NOW.isoformat())))
-    record = tick(ctx.config.tables[0], ctx, NOW)
+    record = tick(ctx.config.tables[0], ctx, NOW).as_dict()
     assert record["previous_run"] == "run deadbeef died before committing; the table is unchanged"
     assert record["action"] == "optimize" and record["job"]["version"] == 1
 
@@ -379,7 +384,7 @@ def test_the_job_runs_through_spark_connect(service, connect_server):
     spark = ctx.spark()
     before = open_table(table_path).snapshot()
     expected = fingerprint(open_table(table_path).read_files(spark, before.files, before))
-    record = tick(ctx.config.tables[0], ctx, NOW)
+    record = tick(ctx.config.tables[0], ctx, NOW).as_dict()
     assert record["action"] == "optimize", record["reason"]
     assert record["job"]["executor"] == "connect" and connect_server in record["job"]["where"]
     after = open_table(table_path).snapshot()
@@ -405,3 +410,31 @@ def test_estimate_and_status_on_the_command_line(service, capsys):
     assert "feature search:" in text and "z x: chosen in round 1" in text
     assert main(["status", "--config", config]) == 0
     assert "unclustered" in capsys.readouterr().out
+
+
+def test_decisions_reads_records_written_before_the_record_was_typed(tmp_path, capsys):
+    """A decision line as earlier versions wrote it (the tick's time under "seconds") still prints."""
+    from optimizer.cli import main
+
+    write_config(tmp_path, [{"name": "events", "path": str(tmp_path / "events")}])
+    old = {
+        "ts": "2024-05-01T12:00:00+00:00",
+        "table": "events",
+        "path": str(tmp_path / "events"),
+        "dry_run": False,
+        "new_queries": 60,
+        "version": 3,
+        "action": "optimize",
+        "reason": "benefit 40.1 exceeds cost 7.2 (net +32.9 cluster-seconds)",
+        "new_bytes": 9000000,
+        "features": {"z": ["x"], "sop": [], "z_add": [], "sop_add": [], "sop_weights": {}},
+        "job": {"executor": "local", "where": "delta-rs writer", "run_id": "ab12", "version": 4, "files_in": 6,
+                "files_out": 2, "bytes_in": 9000000, "bytes_out": 6000000, "seconds": 11.5},
+        "seconds": 23.4,
+    }  # fmt: skip
+    (tmp_path / "state" / "decisions.jsonl").write_text(json.dumps(old) + "\n")
+    assert main(["decisions", "--config", str(tmp_path / "deltaopt.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "v3  OPTIMIZE: benefit 40.1 exceeds cost 7.2" in out
+    assert "job on local (delta-rs writer): 6 -> 2 files, 9,000,000 -> 6,000,000 bytes, 11.5s" in out
+    assert "features: z=['x'] sop=[]" in out and "1 decision(s)" in out

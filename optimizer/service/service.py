@@ -20,6 +20,7 @@ from costmodel.cost import load as load_cost_model
 from optimizer.config import Config
 from optimizer.runtime import build_session
 from optimizer.service.decisions import DecisionLog
+from optimizer.service.record import TickRecord
 from optimizer.service.state import StateStore
 from optimizer.service.tick import ServiceContext, tick
 
@@ -50,7 +51,7 @@ def context(config: Config, spark: Callable[[], SparkSession] | None = None) -> 
     )
 
 
-def run_once(ctx: ServiceContext, now: datetime | None = None) -> list[dict[str, Any]]:
+def run_once(ctx: ServiceContext, now: datetime | None = None) -> list[TickRecord]:
     """One tick per configured table, in order."""
     return [tick(table, ctx, now) for table in ctx.config.tables]
 

@@ -28,11 +28,12 @@ from costmodel.cost import CostModel
 from optimizer.clustering.groups import layout_key
 from optimizer.config import Config, TableSettings
 from optimizer.errors import KNOWN, CommitConflictError
-from optimizer.estimate.decision import estimate
+from optimizer.estimate.decision import Decision, estimate
 from optimizer.features import FeatureSet
 from optimizer.service.decisions import DecisionLog
-from optimizer.service.drift import plan_recluster
+from optimizer.service.drift import ReclusterPlan, plan_recluster
 from optimizer.service.executors import Executor, OptimizeRequest, choose_executor
+from optimizer.service.record import Action, JobRecord, TickRecord
 from optimizer.service.state import RunInProgress, StateStore, TableState
 from optimizer.table import open_table
 from optimizer.table.access import commit_of_run
@@ -66,55 +67,71 @@ class ServiceContext:
         return choose_executor(self.config.execution, commits, self.spark, self.config.spark)
 
 
-def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None) -> dict[str, Any]:
-    """Run one tick for `table` and return its decision record (also written to the decision log)."""
+@dataclass
+class _Draft:
+    """The record's parts as the tick's steps fill them in; frozen into a `TickRecord` at the end."""
+
+    action: Action = Action.SKIP
+    reason: str = ""
+    decision: Decision | None = None
+    recluster: ReclusterPlan | None = None
+    job: JobRecord | None = None
+    new_queries: int | None = None
+    previous_run: str | None = None
+
+
+def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None) -> TickRecord:
+    """Run one tick for `table` and return its record (also written to the decision log)."""
     now = now or datetime.now(UTC)
     started = time.perf_counter()
     dry_run = ctx.config.service.dry_run if table.dry_run is None else table.dry_run
-    record: dict[str, Any] = {"ts": now.isoformat(), "table": table.name, "path": table.path, "dry_run": dry_run}
+    draft = _Draft()
     state = ctx.state.load(table.name)
     try:
         if table.paused:
-            record.update(action="paused", reason="table is paused in the configuration")
+            draft.action, draft.reason = Action.PAUSED, "table is paused in the configuration"
         else:
-            state = _tick(table, ctx, now, state, record, dry_run)
+            state = _tick(table, ctx, now, state, draft, dry_run)
     except KNOWN as err:
-        record.update(action="error", reason=f"{type(err).__name__}: {err}")
-        log.warning("%s: %s", table.name, record["reason"])
+        draft.action, draft.reason = Action.ERROR, f"{type(err).__name__}: {err}"
+        log.warning("%s: %s", table.name, draft.reason)
     except Exception as err:  # one table's failure must not stop the others; it is recorded
-        record.update(action="error", reason=f"unexpected {type(err).__name__}: {err}")
+        draft.action, draft.reason = Action.ERROR, f"unexpected {type(err).__name__}: {err}"
         log.exception("tick of %s failed", table.name)
-    # the estimate's breakdown (analyse, search, benefit) stays under "seconds"; the whole tick's time:
-    record["tick_seconds"] = round(time.perf_counter() - started, 3)
-    summary = {k: record.get(k) for k in ("ts", "action", "reason", "version", "new_bytes", "net")}
-    ctx.state.save(state.with_(ticks=state.ticks + 1, last_decision=summary))
-    ctx.decisions.write(record)
+    record = TickRecord(
+        ts=now,
+        table=table.name,
+        path=table.path,
+        dry_run=dry_run,
+        tick_seconds=round(time.perf_counter() - started, 3),
+        **draft.__dict__,
+    )
+    ctx.state.save(state.with_(ticks=state.ticks + 1, last_decision=record.summary()))
+    ctx.decisions.write(record.as_dict())
     return record
 
 
 def _tick(
-    table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, record: dict[str, Any], dry_run: bool
+    table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, draft: _Draft, dry_run: bool
 ) -> TableState:
     delta = open_table(table.path)
-    state = _settle_run(delta, state, record)
+    state = _settle_run(delta, state, draft)
     log_table = QueryLogTable(table.query_log_path)
     tail = log_table.tail(state.log_version, table.identity)
-    record["new_queries"] = len(tail.records)
+    draft.new_queries = len(tail.records)
     state = state.with_(log_version=tail.version)
     decision = estimate(ctx.spark(), delta, table.identity, log_table, table.thresholds, ctx.cost_model, now)
-    record.update(decision.as_dict())
-    record.pop("table", None)
-    record["table"] = table.name
+    draft.decision = decision
+    draft.action, draft.reason = Action(decision.action), decision.reason
     if decision.features:  # what the estimate would lay data out on for today's workload
         state = state.with_layout(layout_key(decision.features), now)
     if not decision.optimize:
-        return _drift(table, ctx, now, state, record, dry_run, delta, log_table)
+        return _drift(table, ctx, now, state, draft, dry_run, delta, log_table)
     if dry_run:
-        record["reason"] += "; dry run: not optimised"
-        record["action"] = "optimize (dry run)"
+        draft.action, draft.reason = Action.OPTIMIZE_DRY_RUN, draft.reason + "; dry run: not optimised"
         return state
     features = FeatureSet.from_dict(decision.features)
-    return _run_job(table, ctx, now, state, record, delta, features, None, decision.version)
+    return _run_job(table, ctx, now, state, draft, delta, features, None, decision.version)
 
 
 def _drift(
@@ -122,7 +139,7 @@ def _drift(
     ctx: ServiceContext,
     now: datetime,
     state: TableState,
-    record: dict[str, Any],
+    draft: _Draft,
     dry_run: bool,
     delta: Any,
     log_table: QueryLogTable,
@@ -131,19 +148,19 @@ def _drift(
     if ctx.stopping.is_set():
         return state
     plan = plan_recluster(ctx.spark(), delta, table.identity, log_table, table.thresholds, ctx.cost_model, now, state)
-    record["recluster"] = plan.as_dict()
+    draft.recluster = plan
     checked = {**state.recluster_checked, **{key: now.isoformat() for key in plan.checked}}
     state = state.with_(recluster_checked=checked)
     if not plan.recluster or plan.decision is None:
         return state
     state = state.with_layout(layout_key(plan.decision.features), now)
-    record.update(action="recluster", reason=plan.reason, features=plan.decision.features, net=plan.decision.net)
+    draft.action, draft.reason = Action.RECLUSTER, plan.reason
     if dry_run:
-        record.update(action="recluster (dry run)", reason=plan.reason + "; dry run: not re-clustered")
+        draft.action, draft.reason = Action.RECLUSTER_DRY_RUN, plan.reason + "; dry run: not re-clustered"
         return state
     features = FeatureSet.from_dict(plan.decision.features)
-    state = _run_job(table, ctx, now, state, record, delta, features, plan.files, plan.decision.version)
-    if record.get("action") == "recluster":  # committed (a lost race is "recluster (lost race)")
+    state = _run_job(table, ctx, now, state, draft, delta, features, plan.files, plan.decision.version)
+    if draft.action is Action.RECLUSTER:  # committed (a lost race is RECLUSTER_LOST_RACE)
         # the new layout was just estimated; the rest of the old group is due again on the next tick
         checked = {**state.recluster_checked, layout_key(features): now.isoformat()}
         checked.pop(plan.group or "", None)
@@ -156,7 +173,7 @@ def _run_job(
     ctx: ServiceContext,
     now: datetime,
     state: TableState,
-    record: dict[str, Any],
+    draft: _Draft,
     delta: Any,
     features: FeatureSet,
     files: tuple[str, ...] | None,
@@ -164,7 +181,7 @@ def _run_job(
 ) -> TableState:
     """Run the OPTIMIZE job of a decision on the executor the writers' commits point to."""
     if ctx.stopping.is_set():
-        record.update(action="skip", reason=record["reason"] + "; service shutting down: not started")
+        draft.action, draft.reason = Action.SKIP, draft.reason + "; service shutting down: not started"
         return state
     commits = delta.history((state.last_optimized_version or -1) + 1)
     executor, why = ctx.executor_for(table, commits)
@@ -183,21 +200,21 @@ def _run_job(
         try:
             outcome = executor.run(request)
         except CommitConflictError as err:
-            record["job"] = {"executor": executor.name, "where": why, "run_id": run.run_id, "error": str(err)}
-            record["action"] += " (lost race)"
+            draft.job = JobRecord(executor.name, why, run.run_id, error=str(err))
+            draft.action = draft.action.lost_race
             return state.with_(run=None)
-    record["job"] = {"executor": executor.name, "where": why, "run_id": run.run_id, **outcome.__dict__}
+    draft.job = JobRecord(executor.name, why, run.run_id, outcome)
     return state.with_(run=None, last_optimized_version=outcome.version or state.last_optimized_version)
 
 
-def _settle_run(delta: Any, state: TableState, record: dict[str, Any]) -> TableState:
+def _settle_run(delta: Any, state: TableState, draft: _Draft) -> TableState:
     """A run the state says was in progress either committed (find it in the history) or died before
     committing, which left the table unchanged; either way the state moves on."""
     if state.run is None:
         return state
     landed = commit_of_run(delta.history(state.run.read_version + 1), state.run.run_id)
     if landed is not None:
-        record["previous_run"] = f"run {state.run.run_id} committed version {landed.version}"
+        draft.previous_run = f"run {state.run.run_id} committed version {landed.version}"
         return state.with_(run=None, last_optimized_version=landed.version)
-    record["previous_run"] = f"run {state.run.run_id} died before committing; the table is unchanged"
+    draft.previous_run = f"run {state.run.run_id} died before committing; the table is unchanged"
     return state.with_(run=None)

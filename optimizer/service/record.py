@@ -1,0 +1,106 @@
+"""The tick record: what one tick of one table decided and did, typed; `as_dict` is its only
+serialisation (the decision log's JSON line and the decisions table's ``record`` column).
+
+The JSON layout is the one operators and `deltaopt decisions` already read: the estimate's fields at
+the top level (``version``, ``new_bytes``, ``cost``, ``benefit``, ``features``, ``search`` ...), plus
+``action``, ``reason``, ``job``, ``recluster``, ``new_queries``, ``previous_run`` and ``tick_seconds``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from optimizer.estimate.decision import Decision
+    from optimizer.service.drift import ReclusterPlan
+    from optimizer.service.executors import JobOutcome
+
+
+class Action(StrEnum):
+    OPTIMIZE = "optimize"
+    OPTIMIZE_DRY_RUN = "optimize (dry run)"
+    OPTIMIZE_LOST_RACE = "optimize (lost race)"
+    RECLUSTER = "recluster"
+    RECLUSTER_DRY_RUN = "recluster (dry run)"
+    RECLUSTER_LOST_RACE = "recluster (lost race)"
+    SKIP = "skip"
+    PAUSED = "paused"
+    ERROR = "error"
+
+    @property
+    def lost_race(self) -> Action:
+        return Action.RECLUSTER_LOST_RACE if self is Action.RECLUSTER else Action.OPTIMIZE_LOST_RACE
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """The OPTIMIZE job a tick started: where it ran, and its outcome or the race it lost."""
+
+    executor: str
+    where: str  # why this executor: the writers' commitInfo, or the configuration
+    run_id: str
+    outcome: JobOutcome | None = None
+    error: str | None = None  # a lost commit race: nothing was committed
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"executor": self.executor, "where": self.where, "run_id": self.run_id}
+        if self.outcome is not None:
+            data.update(self.outcome.__dict__)
+        if self.error is not None:
+            data["error"] = self.error
+        return data
+
+
+@dataclass(frozen=True)
+class TickRecord:
+    ts: datetime
+    table: str  # the configured name
+    path: str
+    dry_run: bool
+    action: Action
+    reason: str
+    decision: Decision | None = None  # the new-data estimate
+    recluster: ReclusterPlan | None = None  # the drift step, when it ran
+    job: JobRecord | None = None
+    new_queries: int | None = None
+    previous_run: str | None = None  # how a run found in progress was settled
+    tick_seconds: float = 0.0
+
+    @property
+    def reclustered(self) -> bool:
+        """Whether this tick chose to re-cluster (whether or not the job then committed)."""
+        return self.action in (Action.RECLUSTER, Action.RECLUSTER_DRY_RUN, Action.RECLUSTER_LOST_RACE)
+
+    @property
+    def features(self) -> dict[str, object]:
+        """The features of the layout this tick chose (re-clustering's, when it re-clustered)."""
+        if self.reclustered:
+            chosen = self.recluster.decision if self.recluster is not None else None
+            return chosen.features if chosen is not None else {}
+        return self.decision.features if self.decision is not None else {}
+
+    def summary(self) -> dict[str, Any]:
+        """What `deltaopt status` shows of the latest tick."""
+        data = self.as_dict()
+        return {k: data.get(k) for k in ("ts", "action", "reason", "version", "new_bytes", "net")}
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"ts": self.ts.isoformat(), "path": self.path, "dry_run": self.dry_run}
+        if self.previous_run is not None:
+            data["previous_run"] = self.previous_run
+        if self.new_queries is not None:
+            data["new_queries"] = self.new_queries
+        if self.decision is not None:
+            data.update(self.decision.as_dict())
+        data.update(table=self.table, action=self.action.value, reason=self.reason)
+        if self.recluster is not None:
+            data["recluster"] = self.recluster.as_dict()
+            if self.recluster.decision is not None and self.reclustered:
+                data.update(features=self.recluster.decision.features, net=self.recluster.decision.net)
+        if self.job is not None:
+            data["job"] = self.job.as_dict()
+        data["tick_seconds"] = self.tick_seconds
+        return data
