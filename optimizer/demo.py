@@ -86,6 +86,8 @@ def _show(record: TickRecord) -> None:
     features = record.features
     if features:
         _say(f"  features: Z={features['z']} SOP={features['sop']}")
+    if record.recluster is not None and not record.reclustered:
+        _say(f"  old data: {record.recluster.reason}")
 
 
 def run_demo(workdir: str, scale: float = 0.1, parts: int = 8, fresh: bool = True) -> int:
