@@ -34,7 +34,7 @@ import networkx as nx
 from optimizer.analysis.correlation import sop_correlation_graph, z_correlation_graph
 from optimizer.analysis.sample import Evaluation
 from optimizer.analysis.traversal import traverse
-from optimizer.analysis.workload import Workload, sop_candidates, summarize
+from optimizer.analysis.workload import PredicateUse, Workload, ZCandidate, sop_candidates, summarize
 from optimizer.config import Thresholds
 from optimizer.features import FeatureSet, SopFeature, ZFeature
 from querylog.records import ScanRecord
@@ -145,10 +145,8 @@ class _Kind:
     primary: Role
     additional: Role
     limit: int  # primaries kept by the traversal
-    frequency: Mapping[str, float]  # every candidate's recency-weighted scans
-    shares: Mapping[str, float]
-    scans: Mapping[str, int]
-    points: Mapping[str, int] | None  # comparison points (Z only)
+    candidates: Mapping[str, ZCandidate] | Mapping[str, PredicateUse]  # frequency and scans of each
+    workload: Workload
     prefilter: Callable[[str], str | None]  # why a candidate is rejected before evaluation, or None
     evaluate: Callable[[list[str]], tuple[Mapping[str, Any], Evaluation]]  # samples per candidate
     set_aside: Callable[[Mapping[str, Any]], list[tuple[str, Role, str]]]  # constant / always / never
@@ -174,22 +172,23 @@ def _choose(kind: _Kind, min_frequency: float) -> _Choice:
     seconds: dict[str, float] = {}
 
     def report(feature: str, role: Role, reason: str, **extra: object) -> None:
+        candidate = kind.candidates[feature]
         reports.append(
             CandidateReport(
                 kind.name,
                 feature,
                 role,
                 reason,
-                round(kind.frequency[feature], 4),
-                round(kind.shares[feature], 4),
-                kind.scans[feature],
-                kind.points[feature] if kind.points is not None else None,
+                round(candidate.frequency, 4),
+                round(kind.workload.share(candidate.frequency), 4),
+                candidate.scans,
+                len(candidate.points) if isinstance(candidate, ZCandidate) else None,
                 **extra,  # type: ignore[arg-type]
             )
         )
 
     kept = []
-    for feature in kind.frequency:
+    for feature in kind.candidates:
         problem = kind.prefilter(feature)
         if problem is None:
             kept.append(feature)
@@ -204,7 +203,7 @@ def _choose(kind: _Kind, min_frequency: float) -> _Choice:
     clock = time.perf_counter()
     graph = kind.graph({f: v for f, v in samples.items() if f not in {a for a, _, _ in aside}})
     seconds[f"{kind.name}_graph"] = time.perf_counter() - clock
-    frequency = {f: kind.frequency[f] for f in graph.nodes}
+    frequency = {f: kind.candidates[f].frequency for f in graph.nodes}
     walk = traverse(graph, frequency, kind.limit, min_frequency)
     chosen = [str(v) for v in walk.primary]
     additional: list[str] = []
@@ -231,7 +230,8 @@ def _choose(kind: _Kind, min_frequency: float) -> _Choice:
         if role is not Role.REJECTED:
             additional.append(feature)
         report(feature, role, reason)
-    return _Choice(chosen, additional, reports, kind.frequency, evaluation.rows, seconds)
+    every = {f: c.frequency for f, c in kind.candidates.items()}
+    return _Choice(chosen, additional, reports, every, evaluation.rows, seconds)
 
 
 def _z_kind(workload: Workload, evaluator: Evaluator, gate: Gate) -> _Kind:
@@ -262,10 +262,8 @@ def _z_kind(workload: Workload, evaluator: Evaluator, gate: Gate) -> _Kind:
         primary=Role.Z,
         additional=Role.Z_ADD,
         limit=gate.max_z,
-        frequency={e: c.frequency for e, c in candidates.items()},
-        shares={e: workload.share(c.frequency) for e, c in candidates.items()},
-        scans={e: c.scans for e, c in candidates.items()},
-        points={e: len(c.points) for e, c in candidates.items()},
+        candidates=candidates,
+        workload=workload,
         prefilter=prefilter,
         evaluate=evaluate,
         set_aside=set_aside,
@@ -308,10 +306,8 @@ def _sop_kind(workload: Workload, z_kept: set[str], evaluator: Evaluator, gate: 
         primary=Role.SOP,
         additional=Role.SOP_ADD,
         limit=gate.max_sop,
-        frequency={p: u.frequency for p, u in candidates.items()},
-        shares={p: workload.share(u.frequency) for p, u in candidates.items()},
-        scans={p: u.scans for p, u in candidates.items()},
-        points=None,
+        candidates=candidates,
+        workload=workload,
         prefilter=prefilter,
         evaluate=evaluate,
         set_aside=set_aside,
