@@ -128,11 +128,11 @@ def plan_recluster(
     checked = []
     for group in due[:GROUPS_PER_TICK]:
         entry = entries[group.key]
+        checked.append(group.key)  # rotates, whatever the verdict
         files = oldest_first(group.files, budget)
         if not files:
             entry["verdict"] = f"its oldest file is larger than this tick's budget ({human_bytes(budget)})"
             continue
-        checked.append(group.key)
         decision = estimate(spark, table, table_id, log, settings, cost_model, now, files=files)
         chosen = layout_key(decision.features) if decision.features else None
         entry.update(
