@@ -193,9 +193,7 @@ def best_single(result: SearchResult) -> Candidate | None:
     (every estimate was then a first-round one, of a single-feature layout)."""
     if result.chosen:
         return None
-    singles = [
-        o for o in result.outcomes if o.marginal_benefit is not None and o.marginal_cost is not None and o.estimates
-    ]
+    singles = [o for o in result.outcomes if o.estimates]  # estimated: marginal figures are set
     if not singles:
         return None
     top = max(singles, key=lambda o: (o.marginal_benefit or 0.0) - (o.marginal_cost or 0.0))

@@ -80,23 +80,31 @@ def z_shape(expression: exp.Expr) -> ZShape | None:
         left, right, op = expression.this, expression.expression, Z_OPERATORS[type(expression)]
     else:
         return None
-    columns = column_names(left)
-    if not columns or not is_constant(right) or isinstance(right, exp.Null):
-        return None
-    if any(isinstance(n, exp.Subquery | exp.Select) for n in left.walk()):
+    columns = _left_columns(left)
+    if not columns or not _is_literal(right):
         return None
     return ZShape(expression=sql(left), op=op, literal=sql(right), column=columns[0])
+
+
+def _left_columns(left: exp.Expr) -> tuple[str, ...] | None:
+    """The columns a Z candidate's expression reads; None when it reads none or holds a subquery."""
+    if any(isinstance(n, exp.Subquery | exp.Select) for n in left.walk()):
+        return None
+    return column_names(left) or None
+
+
+def _is_literal(node: exp.Expr) -> bool:
+    """A comparison point: a constant that is not NULL."""
+    return is_constant(node) and not isinstance(node, exp.Null)
 
 
 def _in_shape(expression: exp.In) -> ZShape | None:
     """``expr IN (c1, c2, ...)`` with constant, non-NULL items (``NOT IN`` is a `Not` and stays SOP)."""
     left, items = expression.this, expression.expressions
-    columns = column_names(left)
+    columns = _left_columns(left)
     if not columns or not items or expression.args.get("query") or expression.args.get("unnest"):
         return None
-    if any(not is_constant(i) or isinstance(i, exp.Null) for i in items):
-        return None
-    if any(isinstance(n, exp.Subquery | exp.Select) for n in left.walk()):
+    if not all(_is_literal(i) for i in items):
         return None
     values = tuple(sql(i) for i in items)
     return ZShape(sql(left), "in", "(" + ", ".join(values) + ")", columns[0], values)
