@@ -183,7 +183,7 @@ def search_features(
     feature pays on skipping alone, the one that came closest is returned for that full estimate."""
 
     def score(layout: FeatureSet) -> Score:
-        benefit = layout_benefit(replay, snapshot, layout, sample, thresholds)
+        benefit = layout_benefit(replay, snapshot, layout, sample, thresholds, every_reader=False)
         return Score(benefit.benefit, layout_cost(cost_model, new_bytes, layout).seconds)
 
     result = greedy_search(
@@ -343,9 +343,12 @@ def layout_benefit(
     sample: DataFrame,
     thresholds: Thresholds,
     table: DeltaRsTable | None = None,
+    every_reader: bool = True,
 ) -> BenefitEstimate:
     """The benefit of laying out the replay's files on `features`, estimated on `sample` (their rows).
-    With the replay's stored-bytes baseline (and `table` for scratch space), compression counts."""
+    With the replay's stored-bytes baseline (and `table` for scratch space), compression counts.
+    Both kinds of reader are estimated for the record; with ``every_reader=False`` only those the
+    table's `readers` give a share (all the search needs)."""
     stored = replay.stored if table is not None else None
     measure = layout_measure(table, stored) if table is not None and stored is not None else None
     virtual = virtual_files(sample, snapshot, features, replay.target_files, measure)
@@ -371,6 +374,7 @@ def layout_benefit(
             virtual_written=virtual.written if compression is not None else None,
         )
         for reader, (current, files) in views.items()
+        if every_reader or thresholds.readers.get(reader, 0.0) > 0
     }
     return combine(by_reader, thresholds.readers)
 
