@@ -112,12 +112,13 @@ def test_a_budget_smaller_than_any_file_rewrites_nothing(drifting):
 
 def test_the_daily_budget_counts_the_last_24_hours():
     thresholds = Thresholds(recluster_bytes_per_tick=600, recluster_bytes_per_day=1000)
+    day_ago = NOW - timedelta(days=1)
     state = TableState("t").with_reclustered(NOW - timedelta(hours=30), 900)
-    assert recluster_budget(thresholds, state, NOW) == 600  # the 30 h old run no longer counts
+    assert recluster_budget(thresholds, state.reclustered_since(day_ago)) == 600  # the 30 h old run no longer counts
     state = state.with_reclustered(NOW - timedelta(hours=2), 700)
     assert [n for _, n in state.reclustered] == [700]  # the ledger drops entries older than a day
-    assert recluster_budget(thresholds, state, NOW) == 300
-    assert recluster_budget(thresholds, state.with_reclustered(NOW, 400), NOW) == 0
+    assert recluster_budget(thresholds, state.reclustered_since(day_ago)) == 300
+    assert recluster_budget(thresholds, state.with_reclustered(NOW, 400).reclustered_since(day_ago)) == 0
 
 
 @pytest.mark.spark

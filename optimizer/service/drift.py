@@ -73,8 +73,8 @@ class ReclusterPlan:
         }
 
 
-def recluster_budget(thresholds: Thresholds, state: TableState, now: datetime) -> int:
-    used = state.reclustered_since(now - timedelta(days=1))
+def recluster_budget(thresholds: Thresholds, used: int) -> int:
+    """Bytes this tick may re-cluster when the last 24 h re-clustered `used` bytes."""
     return max(min(thresholds.recluster_bytes_per_tick, thresholds.recluster_bytes_per_day - used), 0)
 
 
@@ -90,11 +90,11 @@ def plan_recluster(
 ) -> ReclusterPlan:
     """Whether (and which) files clustered under an older feature set to re-cluster on this tick."""
     started = time.perf_counter()
-    budget = recluster_budget(thresholds, state, now)
     if thresholds.recluster_bytes_per_tick == 0:
         return ReclusterPlan("skip", "re-clustering is off (recluster_bytes_per_tick: 0)", 0)
+    used = state.reclustered_since(now - timedelta(days=1))
+    budget = recluster_budget(thresholds, used)
     if budget <= 0:
-        used = state.reclustered_since(now - timedelta(days=1))
         return ReclusterPlan(
             "skip",
             f"re-clustering budget used: {human_bytes(used)} in the last 24 h "
