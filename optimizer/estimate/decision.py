@@ -89,11 +89,15 @@ def estimate(
     now: datetime,
     files: Sequence[DataFile] | None = None,
     seed: int = 17,
+    snapshot: Snapshot | None = None,
+    index: Mapping[str, ExtendedStats] | None = None,
 ) -> Decision:
-    """Decide whether to optimise `files` (default: the files no deltaopt run clustered)."""
+    """Decide whether to optimise `files` (default: the files no deltaopt run clustered). A caller
+    that already read the table passes its `snapshot` and the extended-stats `index` read with it."""
     clock = time.perf_counter()
-    snapshot = table.snapshot()
-    index = load_index(table, snapshot)
+    if snapshot is None or index is None:
+        snapshot = table.snapshot()
+        index = load_index(table, snapshot)
     new = list(files) if files is not None else [f for f in snapshot.files if f.path not in index]  # unclustered
     new_bytes = sum(f.size for f in new)
     base: dict[str, Any] = {

@@ -133,7 +133,9 @@ def plan_recluster(
         if not files:
             entry["verdict"] = f"its oldest file is larger than this tick's budget ({human_bytes(budget)})"
             continue
-        decision = estimate(spark, table, table_id, log, settings, cost_model, now, files=files)
+        decision = estimate(
+            spark, table, table_id, log, settings, cost_model, now, files=files, snapshot=snapshot, index=index
+        )
         chosen = layout_key(decision.features) if decision.features else None
         entry.update(
             estimated_files=len(files),
