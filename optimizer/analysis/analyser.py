@@ -10,7 +10,7 @@ P7-P8  SOP correlation graph (mean-square contingency) and traversal: S and S_ad
 
 With ``selection: benefit`` (the default) the gates only pre-filter: a Z family needs changing literals
 (two or more comparison points), a candidate needs ``min_candidate_share`` of the scans, and up to
-``search_candidates`` primaries of each graph form the pool from which `costmodel.search` chooses by
+``search_candidates`` primaries of each graph form the pool from which `optimizer.analysis.search` chooses by
 estimated marginal benefit. With ``selection: frequency`` theta, gamma and the feature limits decide,
 as in the thesis.
 
