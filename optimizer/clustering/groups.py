@@ -27,8 +27,7 @@ UNKNOWN = "unknown features"
 
 @dataclass(frozen=True)
 class FileGroup:
-    key: str  # the clustering features in words, e.g. "z=[l_shipdate] sop=[l_returnflag = 'R']"
-    features: FeatureSet | None  # None: the runs' feature sets were not found
+    key: str  # the clustering features in words (`layout_key`); UNKNOWN when the runs' were not found
     files: tuple[DataFile, ...]
     runs: tuple[str, ...]
 
@@ -71,17 +70,13 @@ def clustered_groups(
                 runs[str(run_id)] = features
     by_key: dict[str, list[DataFile]] = {}
     run_ids: dict[str, set[str]] = {}
-    feature_sets: dict[str, FeatureSet | None] = {}
     for f in clustered:
         run_id = index[f.path].run_id
         data = runs.get(run_id)
         key = layout_key(data)
         by_key.setdefault(key, []).append(f)
         run_ids.setdefault(key, set()).add(run_id)
-        feature_sets.setdefault(key, FeatureSet.from_dict(data) if data is not None else None)
-    groups = [
-        FileGroup(key, feature_sets[key], tuple(files), tuple(sorted(run_ids[key]))) for key, files in by_key.items()
-    ]
+    groups = [FileGroup(key, tuple(files), tuple(sorted(run_ids[key]))) for key, files in by_key.items()]
     return sorted(groups, key=lambda g: (-g.bytes, g.key))
 
 
