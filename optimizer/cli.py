@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from optimizer import __version__
 from optimizer.commands import (
@@ -41,6 +42,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: one small builder per command group, in the order `--help` lists them."""
     parser = argparse.ArgumentParser(
         prog="deltaopt",
         allow_abbrev=False,
@@ -50,7 +52,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (
+        _add_demo,
+        _add_table,
+        _add_analyse,
+        _add_optimize,
+        _add_explain,
+        _add_estimate,
+        _add_costmodel,
+        _add_serve,
+        _add_status,
+        _add_decisions,
+        _add_querylog,
+        _add_config,
+    ):
+        add(commands)
+    return parser
 
+
+def _add_demo(commands: Any) -> None:
     demo = commands.add_parser("demo", help="run the whole pipeline on a sample TPC-H table, embedded Spark")
     demo.add_argument("--workdir", default="demo-output", help="where tables, logs and state go")
     demo.add_argument("--scale", type=float, default=0.1, help="TPC-H scale factor (0.1 = 600k rows)")
@@ -58,12 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--keep", action="store_true", help="reuse an existing workdir instead of starting over")
     demo.set_defaults(handler=cmd_demo)
 
+
+def _add_table(commands: Any) -> None:
     table = commands.add_parser("table", help="inspect a Delta table").add_subparsers(dest="sub", required=True)
     info = table.add_parser("info", help="version, files, bytes, file sizes, clustering state")
     info.add_argument("path")
     info.add_argument("--json", action="store_true")
     info.set_defaults(handler=cmd_table_info)
 
+
+def _add_analyse(commands: Any) -> None:
     analyse = commands.add_parser("analyse", help="choose clustering features from the workload, and say why")
     analyse.add_argument("--config", required=True)
     analyse.add_argument("--table", help="configured table name (optional with a single table)")
@@ -71,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     analyse.add_argument("--json", action="store_true")
     analyse.set_defaults(handler=cmd_analyse)
 
+
+def _add_optimize(commands: Any) -> None:
     opt = commands.add_parser("optimize", help="rewrite files with a SOP + Z-order layout (manual run)")
     opt.add_argument("--table", required=True, help="table path, or a configured table name with --config")
     opt.add_argument("--config", help="YAML configuration: thresholds, and the analyser when no features are given")
@@ -90,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--json", action="store_true")
     opt.set_defaults(handler=cmd_optimize)
 
+
+def _add_explain(commands: Any) -> None:
     exp = commands.add_parser("explain", help="files and bytes a filter reads: standard readers vs deltaopt's pruning")
     exp.add_argument("--table", required=True, help="table path")
     exp.add_argument("--where", required=True, help="a SQL predicate, e.g. \"l_shipdate >= DATE '1995-01-01'\"")
@@ -97,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--json", action="store_true")
     exp.set_defaults(handler=cmd_explain)
 
+
+def _add_estimate(commands: Any) -> None:
     est = commands.add_parser("estimate", help="cost, benefit and the decision for a table's new data")
     est.add_argument("--config", required=True)
     est.add_argument("--table", help="configured table name (optional with a single table)")
@@ -104,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--json", action="store_true")
     est.set_defaults(handler=cmd_estimate)
 
+
+def _add_costmodel(commands: Any) -> None:
     costmodel = commands.add_parser("costmodel", help="the OPTIMIZE cost model").add_subparsers(
         dest="sub", required=True
     )
@@ -115,17 +147,23 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--out", help="where to store the model (default: service.cost_model)")
     cal.set_defaults(handler=cmd_calibrate)
 
+
+def _add_serve(commands: Any) -> None:
     srv = commands.add_parser("serve", help="run the service: tick every configured table until stopped")
     srv.add_argument("--config", required=True)
     srv.add_argument("--once", action="store_true", help="one tick per table, then exit (cron style)")
     srv.add_argument("--dry-run", action="store_true", help="log decisions, never optimise")
     srv.set_defaults(handler=cmd_serve)
 
+
+def _add_status(commands: Any) -> None:
     status = commands.add_parser("status", help="per table: latest decision, clustering state, unclustered bytes")
     status.add_argument("--config", required=True)
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=cmd_status)
 
+
+def _add_decisions(commands: Any) -> None:
     dec = commands.add_parser("decisions", help="the decision history of a table")
     dec.add_argument("--config", required=True)
     dec.add_argument("--table", help="only this table")
@@ -133,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("--json", action="store_true")
     dec.set_defaults(handler=cmd_decisions)
 
+
+def _add_querylog(commands: Any) -> None:
     querylog = commands.add_parser("querylog", help="the query log").add_subparsers(dest="sub", required=True)
     for name, handler, text in (
         (
@@ -162,11 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--table-id", help="only scans of this table identity")
             sub.add_argument("--json", action="store_true")
 
+
+def _add_config(commands: Any) -> None:
     config = commands.add_parser("config", help="configuration files").add_subparsers(dest="sub", required=True)
     check = config.add_parser("check", help="validate a YAML configuration")
     check.add_argument("file")
     check.set_defaults(handler=cmd_config_check)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -107,22 +107,11 @@ def cmd_analyse(args: argparse.Namespace) -> int:
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
-
     from optimizer.clustering import optimize
     from optimizer.config import SparkSettings, load_config, parse_size
-    from optimizer.features import FeatureSet, SopFeature, ZFeature
     from optimizer.runtime import build_session
     from optimizer.skipping.extended import unclustered_files
     from optimizer.table import open_table
-    from querylog.predicates.normalize import canonical_conjuncts
-    from querylog.predicates.parse import parse_condition
-
-    def canonical(texts: list[str]) -> list[str]:
-        return [c for text in texts for c in canonical_conjuncts(parse_condition(text))]
-
-    args.z = [part.strip() for text in args.z for part in text.split(",") if part.strip()]
-    args.z_add = [part.strip() for text in args.z_add for part in text.split(",") if part.strip()]
 
     config = load_config(args.config) if args.config else None
     configured = config.table(args.table) if config else None
@@ -134,39 +123,18 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     spark = build_session(settings)
     table = open_table(path)
     snapshot = table.snapshot()
-    if args.features_json:
-        features = FeatureSet.from_dict(json.loads(args.features_json))
-    elif args.z or args.sop:
-        features = FeatureSet(
-            z=tuple(ZFeature(e) for e in canonical(args.z)),
-            sop=tuple(SopFeature(p) for p in canonical(args.sop)),
-            z_add=tuple(ZFeature(e) for e in canonical(args.z_add)),
-            sop_add=tuple(SopFeature(p) for p in canonical(args.sop_add)),
-        )
-    elif configured is not None and thresholds is not None:
-        from optimizer.analysis import analyse_table
-        from querylog.store import QueryLogTable
-
-        analysis = analyse_table(
-            spark, table, configured.identity, QueryLogTable(configured.query_log_path), thresholds, datetime.now(UTC)
-        )
-        features = analysis.features
-        print(f"features from the workload: {features.as_dict()}", file=sys.stderr)
-    else:
-        features = FeatureSet()
-        print("no features given: compaction only", file=sys.stderr)
+    features = _optimize_features(args, spark, table, configured)
     target = (
         parse_size(args.target_file_size)
         if args.target_file_size
         else (thresholds.target_file_size if thresholds else 128 << 20)
     )
-    files = snapshot.files if args.all_files else unclustered_files(table, snapshot)
     result = optimize(
         spark,
         table,
         features,
         target,
-        files=files,
+        files=snapshot.files if args.all_files else unclustered_files(table, snapshot),
         snapshot=snapshot,
         metadata={"trigger": "manual"},
         progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True),
@@ -183,6 +151,41 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             f"{result.bytes_in:,} -> {result.bytes_out:,} bytes, {result.rows:,} rows"
         )
     return 0
+
+
+def _optimize_features(args: argparse.Namespace, spark: Any, table: Any, configured: Any) -> Any:
+    """The feature set a manual run uses: --features-json, else the --z/--sop flags (canonicalised like
+    logged predicates), else the analyser on the configured table's log, else none (compaction)."""
+    from datetime import UTC, datetime
+
+    from optimizer.features import FeatureSet, SopFeature, ZFeature
+    from querylog.predicates.normalize import canonical_conjuncts
+    from querylog.predicates.parse import parse_condition
+
+    def canonical(texts: list[str], split: bool = False) -> list[str]:
+        if split:  # Z expressions may come as a,b,c
+            texts = [part.strip() for text in texts for part in text.split(",") if part.strip()]
+        return [c for text in texts for c in canonical_conjuncts(parse_condition(text))]
+
+    if args.features_json:
+        return FeatureSet.from_dict(json.loads(args.features_json))
+    if args.z or args.sop:
+        return FeatureSet(
+            z=tuple(ZFeature(e) for e in canonical(args.z, split=True)),
+            sop=tuple(SopFeature(p) for p in canonical(args.sop)),
+            z_add=tuple(ZFeature(e) for e in canonical(args.z_add, split=True)),
+            sop_add=tuple(SopFeature(p) for p in canonical(args.sop_add)),
+        )
+    if configured is not None:
+        from optimizer.analysis import analyse_table
+        from querylog.store import QueryLogTable
+
+        log = QueryLogTable(configured.query_log_path)
+        analysis = analyse_table(spark, table, configured.identity, log, configured.thresholds, datetime.now(UTC))
+        print(f"features from the workload: {analysis.features.as_dict()}", file=sys.stderr)
+        return analysis.features
+    print("no features given: compaction only", file=sys.stderr)
+    return FeatureSet()
 
 
 def _output_settings(args: argparse.Namespace, thresholds: Any) -> Any:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,21 +113,19 @@ def layout_of(pool: FeatureSet, chosen: Sequence[Candidate]) -> FeatureSet:
     )
 
 
-def greedy_search(pool: FeatureSet, score: Scorer, max_z: int, max_sop: int, seconds: float = math.inf) -> SearchResult:
+def greedy_search(
+    pool: FeatureSet, score: Scorer, *, max_z: int, max_sop: int, seconds: float = math.inf
+) -> SearchResult:
     """Add the pool's Z and SOP candidates (`pool.z`, `pool.sop`) one at a time while the best one's
     marginal benefit exceeds its marginal cost, within `max_z` and `max_sop` features. No round starts
     after `seconds`: the layout chosen so far stands (every estimate costs Spark jobs)."""
     started = time.perf_counter()
     candidates = [Candidate("z", f.expression) for f in pool.z] + [Candidate("sop", f.predicate) for f in pool.sop]
-    outcomes = {c: CandidateOutcome(c) for c in candidates}
-    bounds = {c: math.inf for c in candidates}
-    chosen: list[Candidate] = []
-    current = Score(0.0, 0.0)
-    estimates = 0
+    search = _Search(pool, score, {c: CandidateOutcome(c) for c in candidates})
     stopped = "no candidates"
     round_ = 0
     while True:
-        remaining = [c for c in candidates if c not in chosen and _room(c, chosen, max_z, max_sop)]
+        remaining = [c for c in candidates if c not in search.chosen and _room(c, search.chosen, max_z, max_sop)]
         if not remaining:
             stopped = "every candidate chosen or the feature limits reached" if candidates else stopped
             break
@@ -135,39 +133,81 @@ def greedy_search(pool: FeatureSet, score: Scorer, max_z: int, max_sop: int, sec
             stopped = f"time limit: {seconds:g} s spent after round {round_}; the features chosen so far stand"
             break
         round_ += 1
-        best: tuple[Candidate, Score] | None = None
-        for candidate in sorted(remaining, key=lambda c: -bounds[c]):
-            if bounds[candidate] <= 0:
-                break  # it (and every one after it) cannot pay: marginal net <= marginal benefit <= 0
-            if best is not None and best[1].net - current.net >= bounds[candidate]:
-                break  # no remaining candidate can beat the best one found (lazy greedy)
-            result = score(layout_of(pool, [*chosen, candidate]))
-            estimates += 1
-            outcome = outcomes[candidate]
-            outcome.estimates += 1
-            outcome.marginal_benefit = result.benefit - current.benefit
-            outcome.marginal_cost = result.cost - current.cost
-            bounds[candidate] = outcome.marginal_benefit
-            if best is None or result.net > best[1].net:
-                best = (candidate, result)
-        if best is None or best[1].net - current.net <= 0:
+        if not search.round(remaining, round_):
             stopped = f"round {round_}: no candidate's marginal benefit exceeds its marginal cost"
             break
-        candidate, result = best
-        chosen.append(candidate)
-        current = result
-        outcome = outcomes[candidate]
+    _explain_unchosen(search.outcomes, search.chosen, max_z, max_sop, time_limit=stopped.startswith("time limit"))
+    return SearchResult(
+        layout_of(pool, search.chosen),
+        search.current,
+        tuple(search.outcomes[c] for c in candidates),
+        search.estimates,
+        time.perf_counter() - started,
+        stopped,
+        tuple(search.chosen),
+    )
+
+
+@dataclass
+class _Search:
+    """The greedy search's state between rounds: what is chosen, its score, and each candidate's bound
+    (its marginal benefit when last estimated; marginal benefits only shrink as features are added)."""
+
+    pool: FeatureSet
+    score: Scorer
+    outcomes: dict[Candidate, CandidateOutcome]
+    chosen: list[Candidate] = field(default_factory=list)
+    current: Score = Score(0.0, 0.0)
+    estimates: int = 0
+    bounds: dict[Candidate, float] = field(default_factory=dict)
+
+    def round(self, remaining: list[Candidate], round_: int) -> bool:
+        """One lazy round: estimate candidates in order of their bounds until none can beat the best;
+        choose the best when its marginal net is positive (True), else choose nothing (False)."""
+        best: tuple[Candidate, Score] | None = None
+        for candidate in sorted(remaining, key=lambda c: -self.bounds.get(c, math.inf)):
+            bound = self.bounds.get(candidate, math.inf)
+            if bound <= 0:
+                break  # it (and every one after it) cannot pay: marginal net <= marginal benefit <= 0
+            if best is not None and best[1].net - self.current.net >= bound:
+                break  # no remaining candidate can beat the best one found (lazy greedy)
+            result = self.score(layout_of(self.pool, [*self.chosen, candidate]))
+            self.estimates += 1
+            outcome = self.outcomes[candidate]
+            outcome.estimates += 1
+            outcome.marginal_benefit = result.benefit - self.current.benefit
+            outcome.marginal_cost = result.cost - self.current.cost
+            self.bounds[candidate] = outcome.marginal_benefit
+            if best is None or result.net > best[1].net:
+                best = (candidate, result)
+        if best is None or best[1].net - self.current.net <= 0:
+            return False
+        candidate, self.current = best
+        self.chosen.append(candidate)
+        outcome = self.outcomes[candidate]
         outcome.chosen_in_round = round_
         outcome.reason = (
             f"chosen in round {round_}: marginal benefit {outcome.marginal_benefit:.2f} > "
             f"marginal cost {outcome.marginal_cost:.2f}"
         )
+        return True
+
+
+def _explain_unchosen(
+    outcomes: Mapping[Candidate, CandidateOutcome],
+    chosen: list[Candidate],
+    max_z: int,
+    max_sop: int,
+    *,
+    time_limit: bool,
+) -> None:
+    """Each candidate left out says why: never estimated, a full kind, or its last marginal net."""
     for candidate, outcome in outcomes.items():
         if outcome.chosen_in_round is not None:
             continue
         if outcome.marginal_benefit is None or outcome.marginal_cost is None:
             outcome.reason = "not estimated: " + (
-                "the search's time limit" if stopped.startswith("time limit") else "the feature limit of its kind"
+                "the search's time limit" if time_limit else "the feature limit of its kind"
             )
         elif not _room(candidate, chosen, max_z, max_sop):
             outcome.reason = "dropped: the feature limit of its kind was reached"
@@ -177,15 +217,6 @@ def greedy_search(pool: FeatureSet, score: Scorer, max_z: int, max_sop: int, sec
                 f"{outcome.marginal_cost:.2f} (net {outcome.marginal_benefit - outcome.marginal_cost:+.2f}) "
                 "when last estimated"
             )
-    return SearchResult(
-        layout_of(pool, chosen),
-        current,
-        tuple(outcomes[c] for c in candidates),
-        estimates,
-        time.perf_counter() - started,
-        stopped,
-        tuple(chosen),
-    )
 
 
 def best_single(result: SearchResult) -> Candidate | None:

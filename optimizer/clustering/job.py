@@ -87,6 +87,7 @@ def cluster_frame(
     features: FeatureSet,
     data_names: Sequence[str],
     partition_columns: Sequence[str],
+    *,
     rows_per_file: float,
     files: int,
     progress: Progress = lambda _: None,
@@ -95,61 +96,85 @@ def cluster_frame(
     """Steps C1-C3 on `frame` (the rows to lay out). `data_names` are the columns stored in files (the
     fingerprint covers them); the frame keeps its columns in the same order. `order_ids=False` numbers
     SOP partitions in clustering order instead of C2's (for measuring what C2 buys)."""
+    predicates = [f.predicate for f in features.sop]
+    if predicates:
+        frame = frame.withColumn("__sop_vec", sop_vector(predicates))
+    fingerprints, vectors = _count_vectors(frame, data_names, partition_columns, with_vectors=bool(predicates))
+    progress(f"read {sum(v[0] for v in fingerprints.values()):,} rows; {len(vectors)} distinct SOP vectors")
+    ordered: list[SopPartition] = []
+    if predicates:
+        frame, ordered = _number_sop_partitions(frame, features, vectors, rows_per_file, order_ids)
+        progress(f"SOP: {len(ordered)} partitions ordered by the MST walk of their bit vectors")
+    laid_out, dimensions = _zorder_features(frame, features, files, partition_columns, sop_id=bool(predicates))
+    progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
+    return Layout(laid_out, files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints)
+
+
+def _count_vectors(
+    frame: DataFrame, data_names: Sequence[str], partition_columns: Sequence[str], *, with_vectors: bool
+) -> tuple[dict[tuple[Any, ...], tuple[int, int, int]], dict[int, int]]:
+    """Pass 1, one aggregation: the input fingerprint per partition group, and how many rows carry each
+    SOP bit vector (the only input C1 needs on the driver)."""
     from pyspark.sql import functions as F
 
     xx, mm = _fingerprint_columns(data_names)
     # partition values as Spark renders them in directory names, so written files compare equal
-    groups = [F.col(f"`{c}`").cast("string").alias(c) for c in partition_columns]
-    predicates = [f.predicate for f in features.sop]
-    if predicates:
-        frame = frame.withColumn("__sop_vec", sop_vector(predicates))
-        keys = [*groups, F.col("__sop_vec")]
-    else:
-        keys = groups
+    keys = [F.col(f"`{c}`").cast("string").alias(c) for c in partition_columns]
+    if with_vectors:
+        keys.append(F.col("__sop_vec"))
     counted = frame.groupBy(*keys).agg(F.count(F.lit(1)).alias("n"), F.sum(xx).alias("xx"), F.sum(mm).alias("mm"))
     fingerprints: dict[tuple[Any, ...], list[int]] = {}
     vectors: dict[int, int] = {}
     for row in counted.collect():
-        group = tuple(row[c] for c in partition_columns)
-        total = fingerprints.setdefault(group, [0, 0, 0])
+        total = fingerprints.setdefault(tuple(row[c] for c in partition_columns), [0, 0, 0])
         total[0] += int(row["n"])
         total[1] += int(row["xx"] or 0)
         total[2] += int(row["mm"] or 0)
-        if predicates:
+        if with_vectors:
             vectors[int(row["__sop_vec"])] = vectors.get(int(row["__sop_vec"]), 0) + int(row["n"])
-    progress(f"read {sum(v[0] for v in fingerprints.values()):,} rows; {len(vectors)} distinct SOP vectors")
+    return {k: (v[0], v[1], v[2]) for k, v in fingerprints.items()}, vectors
 
-    ordered: list[SopPartition] = []
+
+def _number_sop_partitions(
+    frame: DataFrame, features: FeatureSet, vectors: Mapping[int, int], rows_per_file: float, order_ids: bool
+) -> tuple[DataFrame, list[SopPartition]]:
+    """C1 + C2: cluster the bit vectors, order the partitions, and give every row its partition's id
+    (a broadcast join on the vector; chunks of one vector share the first chunk's id)."""
+    from pyspark.sql import functions as F
+
+    weights = [features.weight(f) for f in features.sop]
+    partitions = cluster(sorted(vectors.items()), weights, max(int(rows_per_file), 1))
+    ordered = order_partitions(partitions, rows_per_file, weights) if order_ids else partitions
+    ids: dict[int, int] = {}
+    for position, partition in enumerate(ordered):
+        for member in partition.members:
+            ids.setdefault(member, position)
+    mapping = frame.sparkSession.createDataFrame(sorted(ids.items()), "__sop_vec long, __sop_id long")
+    return frame.join(F.broadcast(mapping), "__sop_vec").drop("__sop_vec"), ordered
+
+
+def _zorder_features(
+    frame: DataFrame, features: FeatureSet, files: int, partition_columns: Sequence[str], *, sop_id: bool
+) -> tuple[DataFrame, list[Dimension]]:
+    """C3: the Z features (and the SOP id) as helper columns, Z-ordered into `files` files, helpers dropped."""
     columns: list[str] = []
-    if predicates:
-        weights = [features.weight(f) for f in features.sop]
-        partitions = cluster(sorted(vectors.items()), weights, max(int(rows_per_file), 1))
-        ordered = order_partitions(partitions, rows_per_file, weights) if order_ids else partitions
-        ids: dict[int, int] = {}
-        for position, partition in enumerate(ordered):
-            for member in partition.members:
-                ids.setdefault(member, position)  # chunks of one vector share the first chunk's id
-        spark = frame.sparkSession
-        mapping = spark.createDataFrame(sorted(ids.items()), "__sop_vec long, __sop_id long")
-        frame = frame.join(F.broadcast(mapping), "__sop_vec").drop("__sop_vec")
-        progress(f"SOP: {len(ordered)} partitions ordered by the MST walk of their bit vectors")
     for i, feature in enumerate(features.z):
         frame = frame.withColumn(f"__z{i}", expression_column(feature.expression))
         columns.append(f"__z{i}")
-    if predicates:
+    if sop_id:
         columns.append("__sop_id")
     dimensions = dimensions_from_sample(frame, columns, files) if columns else []
     laid_out = zorder(frame, dimensions, files, leading=list(partition_columns))
-    laid_out = laid_out.drop(*columns)
-    progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
-    return Layout(
-        laid_out,
-        files,
-        len(vectors),
-        tuple(ordered),
-        tuple(dimensions),
-        {k: (v[0], v[1], v[2]) for k, v in fingerprints.items()},
-    )
+    return laid_out.drop(*columns), dimensions
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """Files written and verified but not committed, with what the commit and the result report."""
+
+    files: list[StagedFile]
+    layout: Layout
+    output: Mapping[str, object]
 
 
 def optimize(
@@ -157,6 +182,7 @@ def optimize(
     table: DeltaRsTable,
     features: FeatureSet,
     target_file_size: int,
+    *,
     files: Sequence[DataFile] | None = None,
     snapshot: Snapshot | None = None,
     metadata: Mapping[str, Any] | None = None,
@@ -172,32 +198,95 @@ def optimize(
     committed) and `TableAccessError`.
     """
     started = time.perf_counter()
-    seconds: dict[str, float] = {}
     table.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
     snapshot = snapshot or table.snapshot()
-    chosen = list(files) if files is not None else unclustered_files(table, snapshot)
+    chosen = _active(snapshot, list(files) if files is not None else unclustered_files(table, snapshot))
+    run_id = run_id or uuid.uuid4().hex[:16]
+    if not chosen:
+        return OptimizeResult(run_id, None, 0, 0, 0, 0, 0, 0, 0, (), features.as_dict(), {})
+    bytes_in = sum(f.size for f in chosen)
+    rows_in = sum(f.num_records or 0 for f in chosen)
+    file_count = max(1, round(bytes_in / target_file_size))
+    progress(f"run {run_id}: {len(chosen)} files, {bytes_in:,} bytes -> about {file_count} file(s)")
+    seconds: dict[str, float] = {}
+    staged = _write_verified(
+        spark,
+        table,
+        snapshot,
+        chosen,
+        features,
+        run_id=run_id,
+        file_count=file_count,
+        rows_per_file=max(rows_in / file_count, 1.0),
+        progress=progress,
+        order_ids=order_ids,
+        output=output,
+        seconds=seconds,
+    )
+    clock = time.perf_counter()
+    version = _commit(table, snapshot, chosen, staged, features, run_id=run_id, rows=rows_in, metadata=metadata)
+    seconds["commit"] = time.perf_counter() - clock
+    seconds["total"] = time.perf_counter() - started
+    progress(f"committed version {version} in {seconds['total']:.1f}s")
+    return OptimizeResult(
+        run_id=run_id,
+        version=version,
+        files_in=len(chosen),
+        files_out=len(staged.files),
+        bytes_in=bytes_in,
+        bytes_out=sum(f.size for f in staged.files),
+        rows=rows_in,
+        distinct_vectors=staged.layout.distinct_vectors,
+        sop_partitions=len(staged.layout.partitions),
+        dimensions=tuple(d.column for d in staged.layout.dimensions),
+        features=features.as_dict(),
+        seconds={k: round(v, 3) for k, v in seconds.items()},
+        output=staged.output,
+    )
+
+
+def _active(snapshot: Snapshot, chosen: list[DataFile]) -> list[DataFile]:
+    """`chosen`, refused unless every file is active in `snapshot` (a stale list must not be rewritten)."""
     active = snapshot.by_path()
     missing = [f.path for f in chosen if f.path not in active]
     if missing:
         raise ClusteringError(f"files are not active at version {snapshot.version}: {missing[:3]}")
-    run_id = run_id or uuid.uuid4().hex[:16]
-    bytes_in = sum(f.size for f in chosen)
-    if not chosen:
-        return OptimizeResult(run_id, None, 0, 0, 0, 0, 0, 0, 0, (), features.as_dict(), {})
-    rows_in = sum(f.num_records or 0 for f in chosen)
-    file_count = max(1, round(bytes_in / target_file_size))
-    rows_per_file = max(rows_in / file_count, 1.0)
-    progress(f"run {run_id}: {len(chosen)} files, {bytes_in:,} bytes -> about {file_count} file(s)")
+    return chosen
 
-    schema = snapshot.spark_schema()
-    stored = data_columns(schema, snapshot.partition_columns)
+
+def _write_verified(
+    spark: SparkSession,
+    table: DeltaRsTable,
+    snapshot: Snapshot,
+    chosen: Sequence[DataFile],
+    features: FeatureSet,
+    *,
+    run_id: str,
+    file_count: int,
+    rows_per_file: float,
+    progress: Progress,
+    order_ids: bool,
+    output: OutputSettings,
+    seconds: dict[str, float],
+) -> _Staged:
+    """Cluster and write `chosen`'s rows, then prove the written rows equal the input and write the
+    extended-stats index; on any failure the written files are removed and nothing is committed."""
+    clock = time.perf_counter()
+    stored = data_columns(snapshot.spark_schema(), snapshot.partition_columns)
     frame = table.read_files(spark, chosen, snapshot)
     delta_columns = {c.name.lower() for c in stats_columns(stored, snapshot.configuration) if c.minmax}
     spec = stats_spec(frame, features, delta_columns)
     layout = cluster_frame(
-        frame, features, stored.names, snapshot.partition_columns, rows_per_file, file_count, progress, order_ids
+        frame,
+        features,
+        stored.names,
+        snapshot.partition_columns,
+        rows_per_file=rows_per_file,
+        files=file_count,
+        progress=progress,
+        order_ids=order_ids,
     )
-    seconds["cluster"] = time.perf_counter() - started
+    seconds["cluster"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
     xx, mm = _fingerprint_columns(stored.names)
@@ -220,42 +309,39 @@ def optimize(
     except Exception:
         table.discard(staged)
         raise
+    return _Staged(staged, layout, written_with.as_dict())
+
+
+def _commit(
+    table: DeltaRsTable,
+    snapshot: Snapshot,
+    chosen: Sequence[DataFile],
+    staged: _Staged,
+    features: FeatureSet,
+    *,
+    run_id: str,
+    rows: int,
+    metadata: Mapping[str, Any] | None,
+) -> int:
+    """The atomic rewrite (remove `chosen`, add the staged files, ``dataChange=false``); on a lost race
+    or any failure the run's index file goes too, so nothing points at files that never landed."""
     commit_metadata = {
         "operation": "OPTIMIZE",
         "runId": run_id,
         "features": features.as_dict(),
         "filesIn": len(chosen),
-        "filesOut": len(staged),
-        "rows": rows_in,
-        "sopPartitions": len(layout.partitions),
-        "dimensions": len(layout.dimensions),
-        "output": written_with.as_dict(),
+        "filesOut": len(staged.files),
+        "rows": rows,
+        "sopPartitions": len(staged.layout.partitions),
+        "dimensions": len(staged.layout.dimensions),
+        "output": staged.output,
         **(metadata or {}),
     }
-    clock = time.perf_counter()
     try:
-        version = table.rewrite(snapshot.version, chosen, staged, commit_metadata)
+        return table.rewrite(snapshot.version, chosen, staged.files, commit_metadata)
     except Exception:
         delete_index(table, run_id)
         raise
-    seconds["commit"] = time.perf_counter() - clock
-    seconds["total"] = time.perf_counter() - started
-    progress(f"committed version {version} in {seconds['total']:.1f}s")
-    return OptimizeResult(
-        run_id=run_id,
-        version=version,
-        files_in=len(chosen),
-        files_out=len(staged),
-        bytes_in=bytes_in,
-        bytes_out=sum(f.size for f in staged),
-        rows=rows_in,
-        distinct_vectors=layout.distinct_vectors,
-        sop_partitions=len(layout.partitions),
-        dimensions=tuple(d.column for d in layout.dimensions),
-        features=features.as_dict(),
-        seconds={k: round(v, 3) for k, v in seconds.items()},
-        output=written_with.as_dict(),
-    )
 
 
 def _sum(column: Column) -> Column:

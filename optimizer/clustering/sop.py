@@ -58,6 +58,15 @@ def cluster(vectors: Sequence[tuple[int, int]], weights: Sequence[float], min_si
     """Partitions of the (vector, count) pairs, each of at least `min_size` rows but the last merged one."""
     if min_size < 1:
         raise ValueError("min_size must be at least 1")
+    result, pool = _split_large(vectors, min_size)
+    if len(pool) <= 1:
+        return result + [SopPartition(vector, count, (vector,)) for vector, count in pool]
+    return result + _Merger(pool, weights, min_size).run()
+
+
+def _split_large(vectors: Sequence[tuple[int, int]], min_size: int) -> tuple[list[SopPartition], list[tuple[int, int]]]:
+    """Vectors with enough rows become partitions of their own (chunked when at least twice the minimum);
+    the rest go to the pool that greedy merging clusters."""
     result: list[SopPartition] = []
     pool: list[tuple[int, int]] = []
     for vector, count in sorted(vectors):
@@ -71,77 +80,92 @@ def cluster(vectors: Sequence[tuple[int, int]], weights: Sequence[float], min_si
             result.append(SopPartition(vector, count, (vector,)))
         else:
             pool.append((vector, count))
-    if not pool:
-        return result
-    if len(pool) == 1:
-        return [*result, SopPartition(pool[0][0], pool[0][1], (pool[0][0],))]
+    return result, pool
 
-    tables = _byte_weight_tables(weights)
-    size = 2 * len(pool)  # every merge adds one row
-    vec = np.zeros(size, dtype=np.uint64)
-    counts = np.zeros(size, dtype=float)
-    members: list[tuple[int, ...]] = []
-    for i, (vector, count) in enumerate(pool):
-        vec[i] = vector
-        counts[i] = count
-        members.append((vector,))
-    used = len(pool)
-    ids = np.arange(used)  # active rows
-    active = np.zeros(size, dtype=bool)
-    active[:used] = True
-    best_delta = np.full(size, -np.inf)
-    best_partner = np.full(size, -1, dtype=np.int64)
-    heap: list[tuple[float, int, int]] = []
 
-    def deltas(i: int) -> np.ndarray:
+class _Merger:
+    """Greedy pairwise merging of the pool: always merge the pair whose union loses the least weighted
+    skipping (delta), retiring a merged row once it passes `min_size`. Rows live in preallocated arrays
+    (every merge adds one row); each active row keeps its best partner, and a heap of candidate pairs
+    is checked lazily against those (a popped pair whose rows moved on is stale)."""
+
+    def __init__(self, pool: Sequence[tuple[int, int]], weights: Sequence[float], min_size: int) -> None:
+        self.tables = _byte_weight_tables(weights)
+        self.min_size = min_size
+        size = 2 * len(pool)
+        self.vec = np.zeros(size, dtype=np.uint64)
+        self.counts = np.zeros(size, dtype=float)
+        self.members: list[tuple[int, ...]] = []
+        for i, (vector, count) in enumerate(pool):
+            self.vec[i] = vector
+            self.counts[i] = count
+            self.members.append((vector,))
+        self.used = len(pool)
+        self.ids = np.arange(self.used)  # active rows
+        self.active = np.zeros(size, dtype=bool)
+        self.active[: self.used] = True
+        self.best_delta = np.full(size, -np.inf)
+        self.best_partner = np.full(size, -1, dtype=np.int64)
+        self.heap: list[tuple[float, int, int]] = []
+        self.result: list[SopPartition] = []
+
+    def deltas(self, i: int) -> np.ndarray:
         """delta(i, j) for every active row j, aligned with `ids` (-inf for i itself)."""
-        others = vec[ids]
-        lost_i = _weighted(others & ~vec[i], tables)  # features j has and i lacks
-        lost_j = _weighted(~others & vec[i], tables)
-        values = -(counts[i] * lost_i + counts[ids] * lost_j)
-        values[ids == i] = -np.inf
+        others = self.vec[self.ids]
+        lost_i = _weighted(others & ~self.vec[i], self.tables)  # features j has and i lacks
+        lost_j = _weighted(~others & self.vec[i], self.tables)
+        values = -(self.counts[i] * lost_i + self.counts[self.ids] * lost_j)
+        values[self.ids == i] = -np.inf
         return values
 
-    def set_best(i: int, values: np.ndarray) -> None:
+    def set_best(self, i: int, values: np.ndarray) -> None:
         position = int(np.argmax(values))
-        best_delta[i], best_partner[i] = values[position], ids[position]
+        self.best_delta[i], self.best_partner[i] = values[position], self.ids[position]
         if np.isfinite(values[position]):
-            j = int(ids[position])
-            heapq.heappush(heap, (-values[position], min(i, j), max(i, j)))
+            j = int(self.ids[position])
+            heapq.heappush(self.heap, (-values[position], min(i, j), max(i, j)))
 
-    for i in range(used):
-        set_best(i, deltas(i))
-    while len(ids) > 1 and heap:
-        _, i, j = heapq.heappop(heap)
-        if not (active[i] and active[j]) or not (best_partner[i] == j or best_partner[j] == i):
-            continue  # stale
-        k = used
-        used += 1
-        vec[k] = vec[i] | vec[j]
-        counts[k] = counts[i] + counts[j]
-        members.append(members[i] + members[j])
-        ids = ids[(ids != i) & (ids != j)]
-        active[i] = active[j] = False
-        if counts[k] > min_size:
-            result.append(SopPartition(int(vec[k]), int(counts[k]), tuple(sorted(members[k]))))
+    def run(self) -> list[SopPartition]:
+        for i in range(self.used):
+            self.set_best(i, self.deltas(i))
+        while len(self.ids) > 1 and self.heap:
+            _, i, j = heapq.heappop(self.heap)
+            if not (self.active[i] and self.active[j]) or not (self.best_partner[i] == j or self.best_partner[j] == i):
+                continue  # stale
+            self.merge(i, j)
+        for row in self.ids:
+            self.result.append(
+                SopPartition(int(self.vec[row]), int(self.counts[row]), tuple(sorted(self.members[row])))
+            )
+        return self.result
+
+    def merge(self, i: int, j: int) -> None:
+        """Merge rows i and j into a new row k; k retires when big enough, else it and the rows whose
+        best partner was i or j get their best partners again."""
+        k = self.used
+        self.used += 1
+        self.vec[k] = self.vec[i] | self.vec[j]
+        self.counts[k] = self.counts[i] + self.counts[j]
+        self.members.append(self.members[i] + self.members[j])
+        self.ids = self.ids[(self.ids != i) & (self.ids != j)]
+        self.active[i] = self.active[j] = False
+        if self.counts[k] > self.min_size:
+            self.result.append(SopPartition(int(self.vec[k]), int(self.counts[k]), tuple(sorted(self.members[k]))))
         else:
-            ids = np.append(ids, k)
-            active[k] = True
-        orphaned = (best_partner[ids] == i) | (best_partner[ids] == j)
-        orphans = ids[orphaned]
-        if active[k]:
-            values = deltas(k)
-            better = (values > best_delta[ids]) & ~orphaned
+            self.ids = np.append(self.ids, k)
+            self.active[k] = True
+        orphaned = (self.best_partner[self.ids] == i) | (self.best_partner[self.ids] == j)
+        orphans = self.ids[orphaned]
+        if self.active[k]:
+            values = self.deltas(k)
+            better = (values > self.best_delta[self.ids]) & ~orphaned
             for position in np.flatnonzero(better):
-                x = int(ids[position])
-                best_delta[x], best_partner[x] = values[position], k
-                heapq.heappush(heap, (-values[position], min(x, k), max(x, k)))
-            set_best(k, values)
+                x = int(self.ids[position])
+                self.best_delta[x], self.best_partner[x] = values[position], k
+                heapq.heappush(self.heap, (-values[position], min(x, k), max(x, k)))
+            self.set_best(k, values)
         for x in orphans:
-            set_best(int(x), deltas(int(x)))
-    for row in ids:
-        result.append(SopPartition(int(vec[row]), int(counts[row]), tuple(sorted(members[row]))))
-    return result
+            self.set_best(int(x), self.deltas(int(x)))
 
 
 def _byte_weight_tables(weights: Sequence[float]) -> np.ndarray:

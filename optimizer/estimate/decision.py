@@ -87,6 +87,7 @@ def estimate(
     thresholds: Thresholds,
     cost_model: CostModel,
     now: datetime,
+    *,
     files: Sequence[DataFile] | None = None,
     seed: int = 17,
     snapshot: Snapshot | None = None,
@@ -119,40 +120,59 @@ def estimate(
     older = log.older(table_id, window_start)
     base["outside_window"] = older.as_dict()
     sample = sample_frame(spark, table, snapshot, new, thresholds.sample_rows, seed).cache()
+    inputs = _Inputs(table, snapshot, index, new, sample, records, older, thresholds, cost_model, now)
     try:
-        analysis: Analysis = analyse(table_id, records, lambda z, s: evaluate(sample, z, s), thresholds, now)
-        features = analysis.features
-        seconds = {"analyse": time.perf_counter() - clock}
+        return _decide_on_sample(inputs, base, started=clock)
+    finally:
+        sample.unpersist()
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What one estimate reads once and every step shares: the table as of one snapshot, its new files
+    and their cached sample, and the workload in the window."""
+
+    table: DeltaRsTable
+    snapshot: Snapshot
+    index: Mapping[str, ExtendedStats]
+    new: list[DataFile]
+    sample: DataFrame
+    records: list[ScanRecord]
+    older: OlderRecords
+    thresholds: Thresholds
+    cost_model: CostModel
+    now: datetime
+
+
+def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) -> Decision:
+    """Analyse, search (in benefit mode) and compare layouts on the cached sample; the best net wins."""
+    i, thresholds = inputs, inputs.thresholds
+    analysis: Analysis = analyse(base["table"], i.records, lambda z, s: evaluate(i.sample, z, s), thresholds, i.now)
+    seconds = {"analyse": time.perf_counter() - started}
+    features = analysis.features
+    if features.is_empty:
+        reason = "no clustering features: the workload's filters give none" + _window_note(i.older, i.records)
+        return Decision(**base, action="skip", reason=reason, analysis=_summary(analysis), seconds=_rounded(seconds))
+    replay = workload_replay(i.table, i.snapshot, i.new, i.records, thresholds, i.now, i.index, i.older.count > 0)
+    search = None
+    if thresholds.selection == "benefit":
+        new_bytes = base["new_bytes"]
+        search = search_features(replay, i.snapshot, i.sample, features, thresholds, i.cost_model, new_bytes)
+        seconds["search"] = search.seconds
+        features = search.features
         if features.is_empty:
             return Decision(
                 **base,
                 action="skip",
-                reason="no clustering features: the workload's filters give none" + _window_note(older, records),
+                reason="no clustering feature pays for itself: " + search.stopped,
                 analysis=_summary(analysis),
-                seconds=seconds,
+                seconds=_rounded(seconds),
+                search=search.as_dict(),
             )
-        clock = time.perf_counter()
-        replay = workload_replay(table, snapshot, new, records, thresholds, now, index, older.count > 0)
-        search = None
-        if thresholds.selection == "benefit":
-            search = search_features(replay, snapshot, sample, features, thresholds, cost_model, new_bytes)
-            seconds["search"] = search.seconds
-            features = search.features
-            if features.is_empty:
-                return Decision(
-                    **base,
-                    action="skip",
-                    reason="no clustering feature pays for itself: " + search.stopped,
-                    analysis=_summary(analysis),
-                    seconds={k: round(v, 3) for k, v in seconds.items()},
-                    search=search.as_dict(),
-                )
-        clock = time.perf_counter()
-        evaluated = evaluate_layouts(table, snapshot, new, sample, replay, features, thresholds, cost_model)
-        best = max(evaluated, key=lambda e: e.net)
-        seconds["benefit"] = time.perf_counter() - clock
-    finally:
-        sample.unpersist()
+    clock = time.perf_counter()
+    evaluated = evaluate_layouts(i.table, i.snapshot, i.new, i.sample, replay, features, thresholds, i.cost_model)
+    seconds["benefit"] = time.perf_counter() - clock
+    best = max(evaluated, key=lambda e: e.net)
     action, reason = decide(best.benefit.benefit, best.cost.seconds)
     reason += "; " + _basis(best.benefit)
     if len(evaluated) > 1:
@@ -167,9 +187,13 @@ def estimate(
         features=best.features.as_dict(),
         analysis=_summary(analysis),
         layouts=[e.summary() for e in evaluated],
-        seconds={k: round(v, 3) for k, v in seconds.items()},
+        seconds=_rounded(seconds),
         search=search.as_dict() if search is not None else None,
     )
+
+
+def _rounded(seconds: Mapping[str, float]) -> dict[str, float]:
+    return {k: round(v, 3) for k, v in seconds.items()}
 
 
 def search_features(
@@ -191,7 +215,11 @@ def search_features(
         return Score(benefit.benefit, layout_cost(cost_model, new_bytes, layout).seconds)
 
     result = greedy_search(
-        pool, score, thresholds.max_z_features, thresholds.max_sop_features, thresholds.search_seconds
+        pool,
+        score,
+        max_z=thresholds.max_z_features,
+        max_sop=thresholds.max_sop_features,
+        seconds=thresholds.search_seconds,
     )
     single = best_single(result)
     if single is not None:

@@ -52,7 +52,12 @@ def virtual_files(
     spec: StatsSpec = stats_spec(sample, features, delta_columns)
     rows_in = sample.count()
     layout = cluster_frame(
-        sample, features, stored.names, snapshot.partition_columns, max(rows_in / max(files, 1), 1.0), files
+        sample,
+        features,
+        stored.names,
+        snapshot.partition_columns,
+        rows_per_file=max(rows_in / max(files, 1), 1.0),
+        files=files,
     )
     aggregates = file_stat_aggregates(columns, spec.aggregates())
     frame = layout.frame.persist() if measure else layout.frame  # the layout's shuffle runs once

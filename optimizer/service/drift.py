@@ -21,6 +21,7 @@ The budget is ``recluster_bytes_per_tick``, less whatever the last 24 h already 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -105,14 +106,7 @@ def plan_recluster(
     index, runs = load_index_with_runs(table, snapshot)
     groups = clustered_groups(table, snapshot, index, runs)
     entries = {g.key: {**g.as_dict(), "current": g.key == state.current_layout} for g in groups}
-    recheck = (now - timedelta(seconds=thresholds.recluster_check_interval)).isoformat()
-    layout_changed = state.current_layout_since
-
-    def is_due(group: FileGroup) -> bool:
-        checked = state.recluster_checked.get(group.key, "")
-        return checked <= recheck or (group.key != state.current_layout and checked < layout_changed)
-
-    due = [g for g in groups if is_due(g)]
+    due = _due_groups(groups, state, thresholds, now)
     if not due:
         why = (
             "no clustered files"
@@ -121,21 +115,59 @@ def plan_recluster(
             f"within recluster_check_interval ({thresholds.recluster_check_interval / 3600:g} h)"
         )
         return ReclusterPlan("skip", why, budget, list(entries.values()), seconds=time.perf_counter() - started)
-    # suspects (other layouts) first, then the least recently checked (never checked first)
-    due.sort(key=lambda g: (g.key == state.current_layout, state.recluster_checked.get(g.key, ""), -g.bytes))
     settings = thresholds.model_copy(update={"min_new_bytes": 0})  # the budget bounds the bytes instead
+
+    def estimate_files(files: list[DataFile]) -> Decision:
+        return estimate(
+            spark, table, table_id, log, settings, cost_model, now, files=files, snapshot=snapshot, index=index
+        )
+
+    checked = tuple(g.key for g in due[:GROUPS_PER_TICK])  # they rotate, whatever the verdict
+    best = _best_group(due[:GROUPS_PER_TICK], entries, budget, estimate_files)
+    seconds = time.perf_counter() - started
+    if best is None:
+        why = "no older layout's files gain enough from re-clustering"
+        return ReclusterPlan("skip", why, budget, list(entries.values()), seconds=seconds, checked=checked)
+    group, decision, files = best
+    entries[group.key]["verdict"] = f"{entries[group.key]['verdict']}; chosen"
+    size = sum(f.size for f in files)
+    reason = f"re-cluster {len(files)} files ({human_bytes(size)}) laid out under {group.key}: {decision.reason}"
+    paths = tuple(f.path for f in files)
+    return ReclusterPlan(
+        "recluster", reason, budget, list(entries.values()), decision, paths, size, seconds, checked, group.key
+    )
+
+
+def _due_groups(groups: list[FileGroup], state: TableState, thresholds: Thresholds, now: datetime) -> list[FileGroup]:
+    """Groups due for an estimate: suspects (other layouts) once after each change of the chosen layout,
+    every group once per ``recluster_check_interval``; suspects first, then the least recently checked."""
+    recheck = (now - timedelta(seconds=thresholds.recluster_check_interval)).isoformat()
+
+    def is_due(group: FileGroup) -> bool:
+        checked = state.recluster_checked.get(group.key, "")
+        return checked <= recheck or (group.key != state.current_layout and checked < state.current_layout_since)
+
+    due = [g for g in groups if is_due(g)]
+    due.sort(key=lambda g: (g.key == state.current_layout, state.recluster_checked.get(g.key, ""), -g.bytes))
+    return due
+
+
+def _best_group(
+    groups: list[FileGroup],
+    entries: dict[str, dict[str, Any]],
+    budget: int,
+    estimate_files: Callable[[list[DataFile]], Decision],
+) -> tuple[FileGroup, Decision, list[DataFile]] | None:
+    """Estimate each group's oldest files within `budget` (verdicts go into `entries`); the group whose
+    estimate says optimise under a different layout, with the highest net, or None."""
     best: tuple[FileGroup, Decision, list[DataFile]] | None = None
-    checked = []
-    for group in due[:GROUPS_PER_TICK]:
+    for group in groups:
         entry = entries[group.key]
-        checked.append(group.key)  # rotates, whatever the verdict
         files = oldest_first(group.files, budget)
         if not files:
             entry["verdict"] = f"its oldest file is larger than this tick's budget ({human_bytes(budget)})"
             continue
-        decision = estimate(
-            spark, table, table_id, log, settings, cost_model, now, files=files, snapshot=snapshot, index=index
-        )
+        decision = estimate_files(files)
         chosen = layout_key(decision.features) if decision.features else None
         entry.update(
             estimated_files=len(files),
@@ -152,21 +184,4 @@ def plan_recluster(
             entry["verdict"] = f"re-clustering pays (net {decision.net:+.1f})"
             if best is None or (decision.net or 0.0) > (best[1].net or 0.0):
                 best = (group, decision, files)
-    seconds = time.perf_counter() - started
-    if best is None:
-        return ReclusterPlan(
-            "skip",
-            "no older layout's files gain enough from re-clustering",
-            budget,
-            list(entries.values()),
-            seconds=seconds,
-            checked=tuple(checked),
-        )
-    group, decision, files = best
-    entries[group.key]["verdict"] = f"{entries[group.key]['verdict']}; chosen"
-    size = sum(f.size for f in files)
-    reason = f"re-cluster {len(files)} files ({human_bytes(size)}) laid out under {group.key}: {decision.reason}"
-    paths = tuple(f.path for f in files)
-    return ReclusterPlan(
-        "recluster", reason, budget, list(entries.values()), decision, paths, size, seconds, tuple(checked), group.key
-    )
+    return best
