@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from optimizer.skipping.extended import load_index
-from optimizer.table.deltars import DeltaRsTable
+from optimizer.table.access import TableAccess
 
 SIZE_BUCKETS: tuple[tuple[str, int], ...] = (
     ("<1MB", 1 << 20),
@@ -41,7 +41,7 @@ class TableInfo:
         return {**asdict(self), "unclustered_bytes": self.unclustered_bytes}
 
 
-def table_info(table: DeltaRsTable) -> TableInfo:
+def table_info(table: TableAccess) -> TableInfo:
     snapshot = table.snapshot()
     histogram: Counter[str] = Counter()
     for f in snapshot.files:

@@ -13,8 +13,7 @@ from optimizer.config import Thresholds
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from optimizer.table.access import DataFile
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.access import DataFile, TableAccess
     from querylog.store import QueryLogTable
 
 __all__ = ["Analysis", "CandidateReport", "Role", "analyse", "analyse_table"]
@@ -22,7 +21,7 @@ __all__ = ["Analysis", "CandidateReport", "Role", "analyse", "analyse_table"]
 
 def analyse_table(
     spark: SparkSession,
-    table: DeltaRsTable,
+    table: TableAccess,
     table_id: str,
     log: QueryLogTable,
     thresholds: Thresholds,

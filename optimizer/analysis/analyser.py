@@ -33,7 +33,7 @@ import networkx as nx
 
 from optimizer.analysis.correlation import sop_correlation_graph, z_correlation_graph
 from optimizer.analysis.sample import Evaluation
-from optimizer.analysis.traversal import traverse
+from optimizer.analysis.traversal import Traversal, traverse
 from optimizer.analysis.workload import PredicateUse, Workload, ZCandidate, sop_candidates, summarize
 from optimizer.config import Thresholds
 from optimizer.features import FeatureSet, SopFeature, ZFeature
@@ -168,37 +168,20 @@ class _Choice:
 def _choose(kind: _Kind, min_frequency: float) -> _Choice:
     """Pre-filter, evaluate on the sample, set aside what cannot cluster, build the correlation graph
     and traverse it: primaries are chosen, correlated and unvisited candidates keep statistics."""
-    reports: list[CandidateReport] = []
+    reports = _Reports(kind)
     seconds: dict[str, float] = {}
-
-    def report(feature: str, role: Role, reason: str, **extra: object) -> None:
-        candidate = kind.candidates[feature]
-        reports.append(
-            CandidateReport(
-                kind.name,
-                feature,
-                role,
-                reason,
-                round(candidate.frequency, 4),
-                round(kind.workload.share(candidate.frequency), 4),
-                candidate.scans,
-                len(candidate.points) if isinstance(candidate, ZCandidate) else None,
-                **extra,  # type: ignore[arg-type]
-            )
-        )
-
     kept = []
     for feature in kind.candidates:
         problem = kind.prefilter(feature)
         if problem is None:
             kept.append(feature)
         else:
-            report(feature, Role.REJECTED, problem)
+            reports.add(feature, Role.REJECTED, problem)
     clock = time.perf_counter()
     samples, evaluation = kind.evaluate(kept) if kept else ({}, Evaluation())
     seconds[f"{kind.name}_sample"] = time.perf_counter() - clock
     for feature, problem in evaluation.failures.items():
-        report(feature, Role.REJECTED, problem)
+        reports.add(feature, Role.REJECTED, problem)
     aside = kind.set_aside(samples)
     clock = time.perf_counter()
     graph = kind.graph({f: v for f, v in samples.items() if f not in {a for a, _, _ in aside}})
@@ -206,32 +189,63 @@ def _choose(kind: _Kind, min_frequency: float) -> _Choice:
     frequency = {f: kind.candidates[f].frequency for f in graph.nodes}
     walk = traverse(graph, frequency, kind.limit, min_frequency)
     chosen = [str(v) for v in walk.primary]
-    additional: list[str] = []
     for name in chosen:
-        report(name, kind.primary, kind.chosen_reason(name))
+        reports.add(name, kind.primary, kind.chosen_reason(name))
+    additional = _report_statistics_only(kind, walk, frequency, min_frequency, reports)
+    for feature, role, reason in aside:
+        if role is not Role.REJECTED:
+            additional.append(feature)
+        reports.add(feature, role, reason)
+    every = {f: c.frequency for f, c in kind.candidates.items()}
+    return _Choice(chosen, additional, reports.reports, every, evaluation.rows, seconds)
+
+
+class _Reports:
+    """Every candidate's report of one kind, with the numbers the workload gives it."""
+
+    def __init__(self, kind: _Kind) -> None:
+        self.kind = kind
+        self.reports: list[CandidateReport] = []
+
+    def add(self, feature: str, role: Role, reason: str, **extra: object) -> None:
+        candidate = self.kind.candidates[feature]
+        self.reports.append(
+            CandidateReport(
+                self.kind.name,
+                feature,
+                role,
+                reason,
+                round(candidate.frequency, 4),
+                round(self.kind.workload.share(candidate.frequency), 4),
+                candidate.scans,
+                len(candidate.points) if isinstance(candidate, ZCandidate) else None,
+                **extra,  # type: ignore[arg-type]
+            )
+        )
+
+
+def _report_statistics_only(
+    kind: _Kind, walk: Traversal, frequency: Mapping[str, float], min_frequency: float, reports: _Reports
+) -> list[str]:
+    """The graph's correlated and unvisited vertices: they keep statistics, and their reports say why."""
+    additional: list[str] = []
     for vertex, (correlated_with, index) in walk.correlated.items():
         additional.append(str(vertex))
-        report(
+        reports.add(
             str(vertex),
             kind.additional,
             f"correlated with {correlated_with} ({kind.measure} {index}); statistics only",
             correlated_with=str(correlated_with),
             index=index,
         )
-    gate = kind.gate
     for vertex in walk.unvisited:
         additional.append(str(vertex))
         if frequency[str(vertex)] < min_frequency:
-            reason = f"infrequent (share < {gate.share_name}={gate.share}); statistics only"
+            reason = f"infrequent (share < {kind.gate.share_name}={kind.gate.share}); statistics only"
         else:
             reason = f"over the limit of {kind.limit} {kind.label} features; statistics only"
-        report(str(vertex), kind.additional, reason)
-    for feature, role, reason in aside:
-        if role is not Role.REJECTED:
-            additional.append(feature)
-        report(feature, role, reason)
-    every = {f: c.frequency for f, c in kind.candidates.items()}
-    return _Choice(chosen, additional, reports, every, evaluation.rows, seconds)
+        reports.add(str(vertex), kind.additional, reason)
+    return additional
 
 
 def _z_kind(workload: Workload, evaluator: Evaluator, gate: Gate) -> _Kind:

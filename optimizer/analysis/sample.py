@@ -23,15 +23,14 @@ from optimizer.spark_expr import analysis_error, typed_feature
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from optimizer.table.access import DataFile, Snapshot
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.access import DataFile, Snapshot, TableAccess
 
 log = logging.getLogger(__name__)
 UNORDERED_TYPES = ("map<", "array<", "struct<", "binary")
 
 
 def sample_frame(
-    spark: SparkSession, table: DeltaRsTable, snapshot: Snapshot, files: Sequence[DataFile], rows: int, seed: int = 17
+    spark: SparkSession, table: TableAccess, snapshot: Snapshot, files: Sequence[DataFile], rows: int, seed: int = 17
 ) -> DataFrame:
     """About `rows` rows drawn uniformly from `files` (all of them when they hold fewer)."""
     data = table.read_files(spark, files, snapshot)

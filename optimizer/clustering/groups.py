@@ -20,7 +20,7 @@ from optimizer.skipping.extended import ExtendedStats, load_index_with_runs
 from optimizer.table.access import DataFile, Snapshot
 
 if TYPE_CHECKING:
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.access import TableAccess
 
 UNKNOWN = "unknown features"
 
@@ -50,7 +50,7 @@ def layout_key(features: FeatureSet | Mapping[str, Any] | None) -> str:
 
 
 def clustered_groups(
-    table: DeltaRsTable,
+    table: TableAccess,
     snapshot: Snapshot,
     index: Mapping[str, ExtendedStats] | None = None,
     runs: Mapping[str, Mapping[str, Any]] | None = None,

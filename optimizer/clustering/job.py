@@ -9,7 +9,7 @@
 Guarantees: only the given files are rewritten; nothing is committed unless the written rows equal the
 input rows (count and two order-insensitive hashes per partition group); the commit removes exactly
 the input files and adds the written ones with ``dataChange=false``, and loses cleanly against
-concurrent commits (`DeltaRsTable.rewrite`). Only small, distinct things reach the driver: vector
+concurrent commits (`TableAccess.rewrite`). Only small, distinct things reach the driver: vector
 counts, quantile samples, per-file aggregates.
 """
 
@@ -37,7 +37,7 @@ from optimizer.table.stats import data_columns, stats_columns
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.access import TableAccess
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
@@ -179,7 +179,7 @@ class _Staged:
 
 def optimize(
     spark: SparkSession,
-    table: DeltaRsTable,
+    table: TableAccess,
     features: FeatureSet,
     target_file_size: int,
     *,
@@ -256,7 +256,7 @@ def _active(snapshot: Snapshot, chosen: list[DataFile]) -> list[DataFile]:
 
 def _write_verified(
     spark: SparkSession,
-    table: DeltaRsTable,
+    table: TableAccess,
     snapshot: Snapshot,
     chosen: Sequence[DataFile],
     features: FeatureSet,
@@ -313,7 +313,7 @@ def _write_verified(
 
 
 def _commit(
-    table: DeltaRsTable,
+    table: TableAccess,
     snapshot: Snapshot,
     chosen: Sequence[DataFile],
     staged: _Staged,

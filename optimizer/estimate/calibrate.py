@@ -28,7 +28,7 @@ from optimizer.table import open_table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.access import TableAccess
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def features_for(candidates: Candidates, z: int, sop: int, additional: int) -> F
 
 def calibrate(
     spark: SparkSession,
-    table: DeltaRsTable,
+    table: TableAccess,
     rows: Sequence[int],
     grid: Sequence[tuple[int, int, int]] = DEFAULT_GRID,
     candidates: Candidates | None = None,

@@ -38,7 +38,7 @@ from querylog.records import ScanRecord
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.access import TableAccess
     from querylog.store import OlderRecords, QueryLogTable
 
 
@@ -81,7 +81,7 @@ def decide(benefit: float, cost: float) -> tuple[str, str]:
 
 def estimate(
     spark: SparkSession,
-    table: DeltaRsTable,
+    table: TableAccess,
     table_id: str,
     log: QueryLogTable,
     thresholds: Thresholds,
@@ -132,7 +132,7 @@ class _Inputs:
     """What one estimate reads once and every step shares: the table as of one snapshot, its new files
     and their cached sample, and the workload in the window."""
 
-    table: DeltaRsTable
+    table: TableAccess
     snapshot: Snapshot
     index: Mapping[str, ExtendedStats]
     new: list[DataFile]
@@ -229,7 +229,7 @@ def search_features(
 
 
 def evaluate_layouts(
-    table: DeltaRsTable,
+    table: TableAccess,
     snapshot: Snapshot,
     files: Sequence[DataFile],
     sample: DataFrame,
@@ -337,7 +337,7 @@ class WorkloadReplay:
 
 
 def workload_replay(
-    table: DeltaRsTable,
+    table: TableAccess,
     snapshot: Snapshot,
     files: Sequence[DataFile],
     records: Sequence[ScanRecord],
@@ -374,7 +374,7 @@ def layout_benefit(
     features: FeatureSet,
     sample: DataFrame,
     thresholds: Thresholds,
-    table: DeltaRsTable | None = None,
+    table: TableAccess | None = None,
     every_reader: bool = True,
 ) -> BenefitEstimate:
     """The benefit of laying out the replay's files on `features`, estimated on `sample` (their rows).
@@ -412,7 +412,7 @@ def layout_benefit(
 
 
 def benefit_of(
-    table: DeltaRsTable,
+    table: TableAccess,
     snapshot: Snapshot,
     files: Sequence[DataFile],
     features: FeatureSet,

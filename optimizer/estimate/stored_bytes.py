@@ -34,7 +34,7 @@ from optimizer.table.output import OutputSettings, resolve_output
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.access import TableAccess
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class StoredBaseline:
 
 
 def measure_baseline(
-    table: DeltaRsTable,
+    table: TableAccess,
     snapshot: Snapshot,
     files: Sequence[DataFile],
     sample: DataFrame,
@@ -79,7 +79,7 @@ def measure_baseline(
 
 
 def _compaction(
-    table: DeltaRsTable,
+    table: TableAccess,
     snapshot: Snapshot,
     files: Sequence[DataFile],
     target_files: int,
@@ -103,7 +103,7 @@ def _compaction(
     return compression_ratios(now, rewritten)
 
 
-def layout_measure(table: DeltaRsTable, baseline: StoredBaseline) -> Measure:
+def layout_measure(table: TableAccess, baseline: StoredBaseline) -> Measure:
     """How the virtual files of a layout are measured: written as the job would write them; None
     (logged) when the scratch write fails, and that layout is then estimated at today's bytes."""
     options = baseline.output.writer_options()

@@ -38,7 +38,7 @@ from optimizer.table.access import DataFile
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.access import TableAccess
     from querylog.store import QueryLogTable
 
 GROUPS_PER_TICK = 2  # estimates per tick are the step's cost; groups rotate across ticks
@@ -81,7 +81,7 @@ def recluster_budget(thresholds: Thresholds, used: int) -> int:
 
 def plan_recluster(
     spark: SparkSession,
-    table: DeltaRsTable,
+    table: TableAccess,
     table_id: str,
     log: QueryLogTable,
     thresholds: Thresholds,

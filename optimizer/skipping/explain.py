@@ -21,8 +21,7 @@ from optimizer.skipping.pruning import Predicate, column_names_of, might_match, 
 from optimizer.skipping.scan import column_sizes, table_file_stats
 
 if TYPE_CHECKING:
-    from optimizer.table.access import DataFile
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.access import DataFile, TableAccess
 
 STAGES = ("partition values", "column min/max", "expression min/max", "SOP bits")
 
@@ -49,7 +48,7 @@ class Explanation:
         return asdict(self)
 
 
-def explain(table: DeltaRsTable, where: str, columns: Sequence[str] | None = None) -> Explanation:
+def explain(table: TableAccess, where: str, columns: Sequence[str] | None = None) -> Explanation:
     """How a scan of `table` filtered by `where` (reading `columns`, default all) is pruned."""
     snapshot = table.snapshot()
     predicate = prepare(where)
@@ -86,7 +85,7 @@ def _wanted(columns: Sequence[str] | None, predicate: Predicate) -> set[str] | N
     return {c.lower() for c in columns} | set(column_names_of(predicate))
 
 
-def _reads(table: DeltaRsTable, files: Sequence[DataFile], wanted: set[str] | None) -> Reads:
+def _reads(table: TableAccess, files: Sequence[DataFile], wanted: set[str] | None) -> Reads:
     column_bytes: int | None = None
     if wanted is not None:
         sizes: list[Mapping[str, int] | None] = [column_sizes(table, f) for f in files]

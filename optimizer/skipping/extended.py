@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 if TYPE_CHECKING:
-    from optimizer.table.access import DataFile, Snapshot
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.access import DataFile, Snapshot, TableAccess
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +142,7 @@ def from_json(document: Mapping[str, Any]) -> ExtendedStats:
 
 
 def write_index(
-    table: DeltaRsTable,
+    table: TableAccess,
     run_id: str,
     files: Mapping[str, tuple[int, ExtendedStats]],
     features: Mapping[str, Any] | None = None,
@@ -165,7 +164,7 @@ def write_index(
     return path
 
 
-def delete_index(table: DeltaRsTable, run_id: str) -> None:
+def delete_index(table: TableAccess, run_id: str) -> None:
     fs, root = table.filesystem()
     try:
         fs.delete_file(f"{root}/{INDEX_DIR}/{run_id}.json")
@@ -173,19 +172,19 @@ def delete_index(table: DeltaRsTable, run_id: str) -> None:
         log.debug("no index to delete for run %s: %s", run_id, err)
 
 
-def unclustered_files(table: DeltaRsTable, snapshot: Snapshot) -> list[DataFile]:
+def unclustered_files(table: TableAccess, snapshot: Snapshot) -> list[DataFile]:
     """Active files no OPTIMIZE run of deltaopt wrote (no fresh extended statistics)."""
     clustered = load_index(table, snapshot)
     return [f for f in snapshot.files if f.path not in clustered]
 
 
-def load_index(table: DeltaRsTable, snapshot: Snapshot) -> dict[str, ExtendedStats]:
+def load_index(table: TableAccess, snapshot: Snapshot) -> dict[str, ExtendedStats]:
     """Extended statistics of the active files of `snapshot` that have fresh index entries."""
     return _read_index(table, snapshot)[0]
 
 
 def load_index_with_runs(
-    table: DeltaRsTable, snapshot: Snapshot
+    table: TableAccess, snapshot: Snapshot
 ) -> tuple[dict[str, ExtendedStats], dict[str, Mapping[str, Any]]]:
     """`load_index` and, per run id, the feature set the run clustered on (as `FeatureSet.as_dict`;
     absent for index files written before runs recorded it)."""
@@ -193,7 +192,7 @@ def load_index_with_runs(
 
 
 def _read_index(
-    table: DeltaRsTable, snapshot: Snapshot
+    table: TableAccess, snapshot: Snapshot
 ) -> tuple[dict[str, ExtendedStats], dict[str, Mapping[str, Any]]]:
     runs: dict[str, Mapping[str, Any]] = {}
     fs, root = table.filesystem()

@@ -24,7 +24,7 @@ from optimizer.table.access import DataFile, Snapshot
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.access import TableAccess
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class ScanPlan:
 
 
 def table_file_stats(
-    table: DeltaRsTable,
+    table: TableAccess,
     snapshot: Snapshot,
     files: Sequence[DataFile] | None = None,
     index: Mapping[str, ExtendedStats] | None = None,
@@ -56,7 +56,7 @@ def table_file_stats(
 
 
 def plan_scan(
-    table: DeltaRsTable,
+    table: TableAccess,
     predicate: str | None,
     columns: Sequence[str] | None = None,
     snapshot: Snapshot | None = None,
@@ -102,17 +102,17 @@ def _sum_columns(
     return total
 
 
-def column_sizes(table: DeltaRsTable, data_file: DataFile) -> Mapping[str, int] | None:
+def column_sizes(table: TableAccess, data_file: DataFile) -> Mapping[str, int] | None:
     """Compressed bytes per top-level column of a data file, from its Parquet footer."""
     return _footer_sizes(table.uri, data_file.path, data_file.size, tuple(sorted(table.storage_options.items())))
 
 
 @lru_cache(maxsize=65536)
 def _footer_sizes(uri: str, path: str, size: int, options: tuple[tuple[str, str], ...]) -> Mapping[str, int] | None:
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table import open_table
     from optimizer.table.footers import metadata_sizes
 
-    table = DeltaRsTable(uri, dict(options))
+    table = open_table(uri, dict(options))
     fs, root = table.filesystem()
     try:
         metadata = pq.ParquetFile(fs.open_input_file(f"{root}/{path}")).metadata
@@ -122,9 +122,9 @@ def _footer_sizes(uri: str, path: str, size: int, options: tuple[tuple[str, str]
 
 
 def read(
-    spark: SparkSession, table: DeltaRsTable | str, where: str | None = None, columns: Sequence[str] | None = None
+    spark: SparkSession, table: TableAccess | str, where: str | None = None, columns: Sequence[str] | None = None
 ) -> DataFrame:
-    """The rows of `table` (a `DeltaRsTable` or its URI) satisfying `where` (Spark SQL), reading only
+    """The rows of `table` (a table or its URI) satisfying `where` (Spark SQL), reading only
     the files deltaopt's pruning keeps: the snapshot's active files, partition values restored from the
     log, every statistic (partition values, min/max, expression min/max, SOP bits) used to skip.
     The filter itself is applied by Spark, so the result is exactly the filtered table."""
@@ -145,7 +145,7 @@ def read(
 def create_view(
     spark: SparkSession,
     name: str,
-    table: DeltaRsTable | str,
+    table: TableAccess | str,
     where: str | None = None,
     columns: Sequence[str] | None = None,
 ) -> DataFrame:

@@ -6,6 +6,6 @@ from optimizer.table.deltars import DeltaRsTable
 __all__ = ["Commit", "DataFile", "DeltaRsTable", "Snapshot", "StagedFile", "TableAccess", "open_table"]
 
 
-def open_table(uri: str, storage_options: dict[str, str] | None = None) -> DeltaRsTable:
+def open_table(uri: str, storage_options: dict[str, str] | None = None) -> TableAccess:
     """The table at `uri`; nothing is read until a method is called."""
     return DeltaRsTable(uri, storage_options)

@@ -2,20 +2,21 @@
 
 Everything crossing this boundary is an immutable record: a `Snapshot` of the active files with their
 Delta statistics, `Commit` entries of the history, and `StagedFile` for files Spark has written but
-nobody has committed yet. The one implementation here is `optimizer.table.deltars.DeltaRsTable`
+nobody has committed yet. The one implementation here is `optimizer.table.deltars.TableAccess`
 (delta-rs for the log, Spark for Parquet); a delta-spark implementation can sit beside it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    import pyarrow.fs as pafs
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 
@@ -111,11 +112,18 @@ class StagedFile:
     partition_values: Mapping[str, str | None] = field(default_factory=dict, compare=False)
 
 
+# called per written file with its path and aggregate row; returns the extended statistics to record
+StatsCallback = Callable[[str, Mapping[str, Any]], Mapping[str, Any]]
+
+
 class TableAccess(Protocol):
-    """What the optimizer needs from a Delta table."""
+    """What the optimizer needs from a Delta table: everything outside `optimizer.table` names this
+    protocol, and `open_table` picks the implementation (today `TableAccess`)."""
 
     uri: str
+    storage_options: dict[str, str]
 
+    # reading
     def exists(self) -> bool: ...
 
     def snapshot(self, version: int | None = None) -> Snapshot: ...
@@ -124,16 +132,49 @@ class TableAccess(Protocol):
 
     def files_added_since(self, version: int) -> list[DataFile]: ...
 
+    def file_uri(self, path: str) -> str: ...
+
+    def spark_uri(self, path: str) -> str: ...
+
     def read_files(self, spark: SparkSession, files: Sequence[DataFile], snapshot: Snapshot) -> DataFrame: ...
 
-    def stage(self, spark: SparkSession, df: DataFrame, snapshot: Snapshot, purpose: str) -> list[StagedFile]: ...
+    def filesystem(self) -> tuple[pafs.FileSystem, str]: ...
 
-    def append(self, staged: Sequence[StagedFile], snapshot: Snapshot, metadata: Mapping[str, Any]) -> int: ...
+    # writing: stage files, then commit them atomically (or discard them)
+    def commit_safety(self) -> str: ...
+
+    def stage(
+        self,
+        spark: SparkSession,
+        df: DataFrame,
+        snapshot: Snapshot,
+        purpose: str,
+        extra_aggregates: Mapping[str, Column] | None = None,
+        extended_stats: StatsCallback | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> list[StagedFile]: ...
+
+    def create(
+        self,
+        spark: SparkSession,
+        df: DataFrame,
+        partition_by: Sequence[str] = (),
+        configuration: Mapping[str, str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Snapshot: ...
+
+    def append(
+        self, staged: Sequence[StagedFile], snapshot: Snapshot, metadata: Mapping[str, Any] | None = None
+    ) -> int: ...
 
     def rewrite(
         self,
         read_version: int,
         remove: Sequence[DataFile],
         add: Sequence[StagedFile],
-        metadata: Mapping[str, Any],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        before_commit: Callable[[int], None] | None = None,
     ) -> int: ...
+
+    def discard(self, staged: Sequence[StagedFile]) -> None: ...

@@ -26,7 +26,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
 
 from optimizer import errors
-from optimizer.table.access import CUSTOM_METADATA_KEY, Commit, DataFile, Snapshot, StagedFile
+from optimizer.table.access import CUSTOM_METADATA_KEY, Commit, DataFile, Snapshot, StagedFile, StatsCallback
 from optimizer.table.commit_safety import check_commit_safety
 from optimizer.table.stats import collect_file_stats, data_columns, delta_stats_json, stats_columns
 
@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 # Reader features whose files Spark's plain Parquet reader still reads correctly.
 SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
 REWRITE_ATTEMPTS = 5
-ExtendedStats = Callable[[str, Mapping[str, Any]], Mapping[str, Any]]
 
 
 def _is_uri(path: str) -> bool:
@@ -154,7 +153,7 @@ class DeltaRsTable:
         snapshot: Snapshot,
         purpose: str,
         extra_aggregates: Mapping[str, Column] | None = None,
-        extended_stats: ExtendedStats | None = None,
+        extended_stats: StatsCallback | None = None,
         options: Mapping[str, str] | None = None,
     ) -> list[StagedFile]:
         """Write `df` as Parquet under ``<table>/<purpose>-<uuid>/`` and compute each file's statistics.
@@ -275,49 +274,65 @@ class DeltaRsTable:
         version = read_version
         for _attempt in range(REWRITE_ATTEMPTS):
             table = self._open(version)
-            active = {f.path: f for f in _data_files(table)}
-            gone = [f.path for f in remove if f.path not in active or active[f.path].size != f.size]
-            if gone:
-                self.discard(add)
-                if version == read_version:
-                    raise errors.RewriteValidationError(
-                        f"files to remove are not active in {self.uri} at version {read_version}: {gone[:5]}"
-                    )
-                raise errors.CommitConflictError(
-                    f"a concurrent commit removed {len(gone)} of the files this rewrite replaces "
-                    f"(e.g. {gone[0]}); nothing was committed"
-                )
+            active = self._still_active(table, remove, add, version == read_version, read_version)
             actions: list[AddAction | RemoveAction] = [_add_action(f, data_change=False) for f in add]
             now = int(time.time() * 1000)
             actions += [RemoveAction(f.path, False, now, f.size, dict(active[f.path].partition_values)) for f in remove]
             if before_commit is not None:
                 before_commit(version)
-            try:
-                table.create_write_transaction(
-                    actions,
-                    mode="append",
-                    schema=table.schema(),
-                    partition_by=list(table.metadata().partition_columns) or None,
-                    commit_properties=CommitProperties(custom_metadata=_custom(metadata), max_commit_retries=0),
-                )
-            except CommitFailedError:
-                latest = self._open().version()
-                log.info(
-                    "rewrite of %s planned at v%d lost a race (now v%d); re-checking",
-                    self.uri,
-                    version,
-                    latest,
-                )
-                version = latest
-                continue
-            except (DeltaError, OSError, ValueError) as err:
-                self.discard(add)
-                raise errors.TableAccessError(f"rewrite of {self.uri} failed: {err}") from err
-            return version + 1
+            latest = self._commit_once(table, actions, metadata, add)
+            if latest is None:
+                return version + 1
+            log.info("rewrite of %s planned at v%d lost a race (now v%d); re-checking", self.uri, version, latest)
+            version = latest
         self.discard(add)
         raise errors.CommitConflictError(
             f"{self.uri} kept changing: gave up after {REWRITE_ATTEMPTS} attempts; nothing was committed"
         )
+
+    def _still_active(
+        self, table: DeltaTable, remove: Sequence[DataFile], add: Sequence[StagedFile], first: bool, read_version: int
+    ) -> dict[str, DataFile]:
+        """The active files of `table`, when every file to remove is still one of them (same size);
+        otherwise the staged files are deleted and the rewrite refused: invalid on the first attempt,
+        a lost race after a concurrent commit removed them."""
+        active = {f.path: f for f in _data_files(table)}
+        gone = [f.path for f in remove if f.path not in active or active[f.path].size != f.size]
+        if not gone:
+            return active
+        self.discard(add)
+        if first:
+            raise errors.RewriteValidationError(
+                f"files to remove are not active in {self.uri} at version {read_version}: {gone[:5]}"
+            )
+        raise errors.CommitConflictError(
+            f"a concurrent commit removed {len(gone)} of the files this rewrite replaces "
+            f"(e.g. {gone[0]}); nothing was committed"
+        )
+
+    def _commit_once(
+        self,
+        table: DeltaTable,
+        actions: list[AddAction | RemoveAction],
+        metadata: Mapping[str, Any] | None,
+        add: Sequence[StagedFile],
+    ) -> int | None:
+        """One commit attempt with no automatic retries: None when it landed, else the table's latest
+        version (a concurrent commit won; the caller re-checks). Other failures delete what was staged."""
+        try:
+            table.create_write_transaction(
+                actions,
+                mode="append",
+                schema=table.schema(),
+                partition_by=list(table.metadata().partition_columns) or None,
+                commit_properties=CommitProperties(custom_metadata=_custom(metadata), max_commit_retries=0),
+            )
+        except CommitFailedError:
+            return self._open().version()
+        except (DeltaError, OSError, ValueError) as err:
+            self.discard(add)
+            raise errors.TableAccessError(f"rewrite of {self.uri} failed: {err}") from err
+        return None
 
     # ---- storage -------------------------------------------------------------------------------
 

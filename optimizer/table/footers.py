@@ -23,8 +23,7 @@ from optimizer.errors import TableAccessError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from optimizer.table.access import DataFile
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.access import DataFile, TableAccess
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +31,7 @@ SCRATCH = "_deltaopt_scratch"
 _PART = re.compile(r"part-(\d+)")  # Spark names each task's file after its partition
 
 
-def file_codec(table: DeltaRsTable, data_file: DataFile) -> str | None:
+def file_codec(table: TableAccess, data_file: DataFile) -> str | None:
     """The codec of `data_file`'s first column chunk (e.g. ``"SNAPPY"``), None if unreadable."""
     fs, root = table.filesystem()
     try:
@@ -45,7 +44,7 @@ def file_codec(table: DeltaRsTable, data_file: DataFile) -> str | None:
 
 
 def written_sizes(
-    table: DeltaRsTable, frame: DataFrame, options: Mapping[str, str] | None = None
+    table: TableAccess, frame: DataFrame, options: Mapping[str, str] | None = None
 ) -> dict[int, dict[str, int]]:
     """Compressed bytes per top-level column of `frame` written as Parquet with the writer `options`
     (`optimizer.table.output`: what OPTIMIZE writes with), per Spark partition (each partition is one

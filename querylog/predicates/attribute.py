@@ -186,38 +186,13 @@ def _null_tolerant(expression: exp.Expr) -> bool:
 
 
 def _scope_scans(scope: Scope, identity: Identity, resolved: OpenSchemas) -> tuple[list[TableScan], int, list[str]]:
+    """The scans one SELECT scope makes, with the filters that hold on each table's rows; how many
+    join conjuncts it has; the conjuncts that could not be attributed to one table."""
     select = scope.expression
     if not isinstance(select, exp.Select):
         return [], 0, []
     tables = _base_tables(scope)
-    order = [select.args["from"].this.alias_or_name] if select.args.get("from") else []
-    null_supplying: set[str] = set()
-    filters: dict[str, list[exp.Expr]] = {alias: [] for alias in tables}
-    pool: list[exp.Expr] = []  # WHERE and inner-join ON conjuncts
-    for join in select.args.get("joins") or []:
-        alias = join.this.alias_or_name
-        side = (join.side or "").upper()
-        on = join.args.get("on")
-        conjuncts = split_conjuncts(on) if on is not None else []
-        if side == "LEFT":
-            null_supplying.add(alias)
-            filters.setdefault(alias, []).extend(
-                c for c in conjuncts if _aliases(c) == {alias} and not _has_subquery(c)
-            )
-        elif side == "RIGHT":
-            null_supplying.update(order)
-            filters_for = [c for c in conjuncts if (a := _aliases(c)) and len(a) == 1 and alias not in a]
-            for c in filters_for:
-                filters.setdefault(next(iter(_aliases(c) or ())), []).append(c)
-        elif side == "FULL":
-            null_supplying.update([*order, alias])
-        else:
-            pool += conjuncts
-        order.append(alias)
-    where = select.args.get("where")
-    if where is not None:
-        pool += split_conjuncts(where.this)
-
+    filters, pool, null_supplying = _join_conjuncts(select, tables)
     joins = 0
     lost: list[str] = []
     for conjunct in pool:
@@ -232,13 +207,11 @@ def _scope_scans(scope: Scope, identity: Identity, resolved: OpenSchemas) -> tup
                 filters[next(iter(tables))].append(conjunct)
             else:
                 lost.append(conjunct.sql(DIALECT))
-            continue
-        if len(aliases) == 1:
+        elif len(aliases) == 1:
             alias = next(iter(aliases))
             if alias in tables and not (alias in null_supplying and _null_tolerant(conjunct)):
                 filters[alias].append(conjunct)
-            continue
-        if len(aliases) > 1:
+        elif len(aliases) > 1:
             joins += 1
             for alias in aliases & tables.keys():
                 implied = _implied_filter(conjunct, alias)
@@ -254,6 +227,42 @@ def _scope_scans(scope: Scope, identity: Identity, resolved: OpenSchemas) -> tup
         read = ("*",) if resolved.star and table.name.lower() in resolved.opened else columns.get(alias, ())
         scans.append(TableScan(identity(table), alias, tuple(sorted(canonical)), read))
     return scans, joins, lost
+
+
+def _join_conjuncts(
+    select: exp.Select, tables: Mapping[str, exp.Table]
+) -> tuple[dict[str, list[exp.Expr]], list[exp.Expr], set[str]]:
+    """Walk the FROM/JOIN chain: outer joins' ON conjuncts that filter one side's rows go straight to
+    that side, and the sides an outer join pads with NULLs are noted (a WHERE filter there may be
+    NULL-tolerant); WHERE and inner-join ON conjuncts form the pool to attribute."""
+    order = [select.args["from"].this.alias_or_name] if select.args.get("from") else []
+    null_supplying: set[str] = set()
+    filters: dict[str, list[exp.Expr]] = {alias: [] for alias in tables}
+    pool: list[exp.Expr] = []
+    for join in select.args.get("joins") or []:
+        alias = join.this.alias_or_name
+        side = (join.side or "").upper()
+        on = join.args.get("on")
+        conjuncts = split_conjuncts(on) if on is not None else []
+        if side == "LEFT":
+            null_supplying.add(alias)
+            filters.setdefault(alias, []).extend(
+                c for c in conjuncts if _aliases(c) == {alias} and not _has_subquery(c)
+            )
+        elif side == "RIGHT":
+            null_supplying.update(order)
+            for c in conjuncts:
+                if (a := _aliases(c)) and len(a) == 1 and alias not in a:
+                    filters.setdefault(next(iter(a)), []).append(c)
+        elif side == "FULL":
+            null_supplying.update([*order, alias])
+        else:
+            pool += conjuncts
+        order.append(alias)
+    where = select.args.get("where")
+    if where is not None:
+        pool += split_conjuncts(where.this)
+    return filters, pool, null_supplying
 
 
 def _implied_filter(conjunct: exp.Expr, alias: str) -> exp.Expr | None:
