@@ -1,31 +1,26 @@
-"""Sound pruning: a file holding a matching row is never skipped.
+"""The pruning tests' oracle: Spark's semantics on a small predicate language, hypothesis strategies
+for predicates and rows, and file statistics produced the ways the Delta log gets them.
 
-The oracle is an independent, small evaluator with Spark's semantics (three-valued logic, NaN equal
-to itself and above every number, ``IN`` with NULL never FALSE). Statistics are produced the ways the
-log gets them: by deltaopt's writer (encoded with `delta_stats_json`, decoded as delta-rs does) and by
-other writers (float maxima that ignore NaN, timestamp maxima truncated to milliseconds, long strings).
+The evaluator is independent of deltaopt (three-valued logic, NaN equal to itself and above every
+number, ``IN`` with NULL never FALSE). Statistics come from deltaopt's writer (encoded with
+`delta_stats_json`, decoded as delta-rs does) and from other writers (float maxima that ignore NaN,
+timestamp maxima truncated to milliseconds, long strings truncated).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import json
 import math
 from decimal import Decimal
 from typing import Any
 
-import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optimizer.skipping.extended import ExtendedStats, ValueRange
 from optimizer.skipping.filestats import file_stats
-from optimizer.skipping.implication import implies
-from optimizer.skipping.pruning import might_match, prepare
 from optimizer.table.access import DataFile
 from optimizer.table.stats import StatsColumn, delta_stats_json
-from querylog.predicates.normalize import parse_canonical
 
 TYPES = {
     "i": "bigint",
@@ -294,115 +289,27 @@ def stats_for(rows: list[dict[str, Any]], writer: str = "ours", path: str = "f")
     return file_stats(foreign(rows, path), TYPES, None)
 
 
-def _check_soundness(rows: list[dict[str, Any]], cuts: list[int], predicate: tuple[str, Any], writer: str) -> None:
-    text, oracle = predicate
-    bounds = sorted({0, len(rows), *[c % (len(rows) + 1) for c in cuts]})
-    prepared = prepare(text)
-    for n, (start, end) in enumerate(itertools.pairwise(bounds)):
-        part = rows[start:end]
-        if part and any(oracle(r) is True for r in part):
-            assert might_match(prepared, stats_for(part, writer, f"f{n}")), (text, writer, part)
-
-
-SOUNDNESS_CASES = {
-    "rows": st.lists(row_strategy(), min_size=1, max_size=24),
-    "cuts": st.lists(st.integers(0, 24), max_size=5),
-    "predicate": predicate_strategy(),
-    "writer": st.sampled_from(["ours", "foreign"]),
-}
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(**SOUNDNESS_CASES)
-def test_a_file_with_a_matching_row_is_never_skipped(rows, cuts, predicate, writer):
-    _check_soundness(rows, cuts, predicate, writer)
-
-
-@pytest.mark.slow
-@settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(**SOUNDNESS_CASES)
-def test_soundness_on_many_more_examples(rows, cuts, predicate, writer):
-    """The same property with 5000 examples (`make test-slow`)."""
-    _check_soundness(rows, cuts, predicate, writer)
-
-
-# ---- targeted cases --------------------------------------------------------------------------------------
-
 BASE: dict[str, Any] = dict.fromkeys(TYPES)
 
 
-def test_ranges_skip_and_keep():
-    rows = [{**BASE, "i": 3, "d": dt.date(2024, 2, 29)}, {**BASE, "i": 7, "d": dt.date(2024, 3, 1)}]
-    s = stats_for(rows)
-    assert not might_match(prepare("i > 7"), s) and might_match(prepare("i >= 7"), s)
-    assert not might_match(prepare("d < DATE '2024-02-29'"), s)
-    assert might_match(prepare("d <= '2024-02-29'"), s)  # a string compared with a DATE is a date
-    assert not might_match(prepare("i IN (1, 2, 8)"), s) and might_match(prepare("i IN (1, 7)"), s)
-    assert not might_match(prepare("MONTH(d) = 12"), s)  # extended min/max of an expression
-
-
-def test_nan_is_above_every_number():
-    rows = [{**BASE, "f": 1.0}, {**BASE, "f": float("nan")}]
-    assert might_match(prepare("f > 100"), stats_for(rows))  # NaN > 100 is TRUE in Spark
-    assert might_match(prepare("f > 100"), stats_for(rows, "foreign"))  # other writers' max hides NaN
-    assert not might_match(prepare("f > 100"), stats_for([{**BASE, "f": 1.0}]))
-
-
-def test_null_only_files_and_in_with_null():
-    s = stats_for([{**BASE}, {**BASE}])
-    assert not might_match(prepare("i = 1"), s) and might_match(prepare("i IS NULL"), s)
-    assert not might_match(prepare("NOT i IS NULL"), s)
-    pinned = stats_for([{**BASE, "i": 4}, {**BASE, "i": 4}])
-    assert not might_match(prepare("NOT i IN (4, 5)"), pinned)
-    assert not might_match(prepare("NOT i IN (5, NULL)"), pinned)  # NULL in the list: never TRUE
-
-
-def test_long_strings_and_truncated_timestamps_are_widened():
-    long = "x" * 40 + "b"
-    assert might_match(prepare(f"s = '{long}'"), stats_for([{**BASE, "s": long}], "foreign"))
-    stamp = EPOCH.replace(year=2024) + dt.timedelta(microseconds=1500)  # another writer truncates to .001
-    assert might_match(
-        prepare("t > TIMESTAMP '2024-01-01 00:00:00.0012'"), stats_for([{**BASE, "t": stamp}], "foreign")
-    )
-
-
-def test_sop_bits_skip_files_for_implied_conjuncts():
-    s = stats_for([{**BASE, "i": 0, "s": "ba"}])
-    assert s.sop["i > 5"] is False
-    assert not might_match(prepare("s LIKE '%x%'"), s)  # the same canonical text
-    assert not might_match(prepare("i IN (2, 3)"), s)  # a list inside the feature's list
-    assert not might_match(prepare("STARTSWITH(s, 'abc')"), s)  # a longer prefix
-    assert might_match(prepare("s LIKE '%b%'"), s)
-
-
-def test_sop_bit_alone_skips_what_min_max_cannot():
-    """A contains-LIKE has no min/max test at all: only the bit can skip the file."""
-    inside = stats_for([{**BASE, "s": "axa"}, {**BASE, "s": "zz"}])
-    outside = stats_for([{**BASE, "s": "aaa"}, {**BASE, "s": "zz"}])
-    assert might_match(prepare("s LIKE '%x%'"), inside)
-    assert not might_match(prepare("s LIKE '%x%'"), outside)
-
-
-def test_implication_rules():
-    def imp(q: str, f: str) -> bool:
-        return implies(parse_canonical(q), parse_canonical(f))
-
-    assert imp("x > 10", "x > 5") and imp("x > 5", "x >= 5") and not imp("x >= 5", "x > 5")
-    assert (
-        imp("x IN (1, 2)", "x IN (1, 2, 3)") and imp("x = 2", "x IN (1, 2)") and not imp("x IN (1, 4)", "x IN (1, 2)")
-    )
-    assert imp("x = 3", "x < 4") and not imp("x < 4", "x = 3")
-    assert imp("x > 10 AND y = 1", "x > 5") and imp("x = 1", "x = 1 OR y = 2") and not imp("x > 1 OR y = 1", "x > 0")
-    assert not imp("x = '5'", "x IN (5)") and not imp("x = TRUE", "x IN (1)")  # no claims across type families
-    assert not imp("y > 10", "x > 5")
-
-
-@pytest.mark.parametrize("text", ["i % 3 = 0", "s RLIKE 'a'", "my_udf(i) = 1", "i = j", "length(s) > 2"])
-def test_unknown_predicates_keep_the_file(text):
-    assert might_match(prepare(text), stats_for([{**BASE, "i": 1, "s": "q"}]))
-
-
-# ---- normalisation never changes meaning ------------------------------------------------------------------
+def row_from_json(values: dict[str, Any]) -> dict[str, Any]:
+    """A row of the golden files: JSON values typed by the oracle's columns; absent columns are NULL."""
+    row = dict(BASE)
+    for column, value in values.items():
+        kind = TYPES[column]
+        if value is None:
+            row[column] = None
+        elif kind == "double":
+            row[column] = float(value)
+        elif kind == "date":
+            row[column] = dt.date.fromisoformat(value)
+        elif kind == "timestamp":
+            row[column] = dt.datetime.fromisoformat(value)
+        elif kind.startswith("decimal"):
+            row[column] = Decimal(value)
+        else:
+            row[column] = value
+    return row
 
 
 def evaluate_tree(node: Any, row: dict[str, Any]) -> Any:
@@ -477,62 +384,3 @@ def _coerce(value: Any, other: Any) -> Any:
     if isinstance(value, Decimal) and isinstance(other, float):
         return float(value)
     return value
-
-
-def test_regression_simplify_dropped_an_or_branch_under_not():
-    """sqlglot's simplify turned ``p < 0 OR NOT p > 0`` into ``p < 0`` (p = 0 matches the original)."""
-    from querylog.predicates.normalize import SAFE_PASSES, canonical_conjuncts, normalize_conjuncts, sql
-    from querylog.predicates.parse import parse_condition
-
-    text = "(p < 0) OR (NOT (p > 0))"
-    assert canonical_conjuncts(parse_condition(text)) == ["p <= 0"]
-    assert [sql(c) for c in normalize_conjuncts(parse_condition(text), passes=SAFE_PASSES)] == ["p < 0 OR p <= 0"]
-    assert might_match(prepare(text), stats_for([{**BASE, "p": Decimal("0.00")}]))
-
-
-def _check_normalisation(predicate: tuple[str, Any], rows: list[dict[str, Any]]) -> None:
-    from sqlglot import exp
-
-    from querylog.predicates.normalize import PASSES, SAFE_PASSES, normalize_conjuncts
-    from querylog.predicates.parse import parse_condition
-
-    text, oracle = predicate
-    for passes in (SAFE_PASSES, PASSES):
-        conjuncts = normalize_conjuncts(parse_condition(text), passes=passes)
-        normalised = exp.and_(*conjuncts) if conjuncts else exp.true()
-        for row in rows:
-            assert evaluate_tree(normalised, row) == oracle(row), (text, normalised.sql("spark"), row)
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(predicate=predicate_strategy(), rows=st.lists(row_strategy(), min_size=1, max_size=8))
-def test_normalisation_preserves_meaning(predicate, rows):
-    _check_normalisation(predicate, rows)
-
-
-@pytest.mark.parametrize("passes_name", ["SAFE_PASSES", "PASSES"])
-def test_normalisation_of_every_two_range_combination(passes_name):
-    """Exhaustive: comparisons of one column, AND/OR, NOT on either side, equal or different constants.
-    sqlglot's simplify alone gets 16 of these 864 wrong (all with a NOT beside a range); NOT is pushed
-    down before it, and pruning uses passes without it."""
-    from sqlglot import exp
-
-    from querylog.predicates import normalize
-    from querylog.predicates.parse import parse_condition
-
-    passes = getattr(normalize, passes_name)
-    ops = ["=", "<>", "<", "<=", ">", ">="]
-    values = [Decimal(-1), Decimal(0), Decimal("0.5"), Decimal(1), Decimal(2), None]
-    for o1, o2, joint, n1, n2, (c1, c2) in itertools.product(
-        ops, ops, ["AND", "OR"], [0, 1], [0, 1], [(0, 0), (0, 1), (1, 0)]
-    ):
-        left = f"NOT (p {o1} {c1})" if n1 else f"(p {o1} {c1})"
-        right = f"NOT (p {o2} {c2})" if n2 else f"(p {o2} {c2})"
-        text = f"{left} {joint} {right}"
-        original = parse_condition(text)
-        conjuncts = normalize.normalize_conjuncts(parse_condition(text), passes=passes)
-        normalised = exp.and_(*conjuncts) if conjuncts else exp.true()
-        for value in values:
-            assert evaluate_tree(normalised, {"p": value}) == evaluate_tree(original, {"p": value}), (text, value)
-            if evaluate_tree(original, {"p": value}) is True:
-                assert might_match(prepare(text), stats_for([{**BASE, "p": value}])), (text, value)

@@ -20,7 +20,7 @@ from optimizer.skipping.extended import load_index, unclustered_files
 from optimizer.skipping.scan import plan_scan, read
 from optimizer.table import open_table
 from optimizer.table.fingerprint import fingerprint
-from tests.test_pruning import predicate_strategy
+from tests.skipping.oracle import predicate_strategy
 
 pytestmark = pytest.mark.spark
 

@@ -14,7 +14,7 @@ from optimizer.service.drift import recluster_budget
 from optimizer.service.state import TableState
 from querylog.records import ScanRecord
 from querylog.store import QueryLogTable
-from tests.test_service import NOW, log_queries, make_table, write_config
+from tests.service.test_service import NOW, log_queries, make_table, write_config
 
 
 def log_id_ranges(path: str, count: int, at) -> None:  # type: ignore[no-untyped-def]
