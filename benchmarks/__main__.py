@@ -14,6 +14,7 @@ BENCHMARKS = {
     "files": "benchmarks.files_bench",
     "drift": "benchmarks.drift_bench",
     "readers": "benchmarks.readers_bench",
+    "replay": "benchmarks.replay_bench",
 }
 
 
