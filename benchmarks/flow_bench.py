@@ -56,7 +56,7 @@ from optimizer.estimate.replay import query_bytes, workload_queries
 from optimizer.runtime import build_session
 from optimizer.skipping.extended import load_index, unclustered_files
 from optimizer.skipping.scan import column_sizes, plan_scan, table_file_stats
-from optimizer.table import DeltaRsTable, open_table
+from optimizer.table import TableAccess, open_table
 from querylog.predicates.attribute import scan_filters
 from querylog.recorder import Recorder
 from querylog.store import QueryLogTable
@@ -123,7 +123,7 @@ def held_out(filtered: bool) -> list[tuple[str | None, tuple[str, ...]]]:
     return result
 
 
-def measure(lineitem: DeltaRsTable, queries: Sequence[tuple[str | None, tuple[str, ...]]]) -> dict[str, float]:
+def measure(lineitem: TableAccess, queries: Sequence[tuple[str | None, tuple[str, ...]]]) -> dict[str, float]:
     """Mean column bytes and files per query, by deltaopt's pruning and by Delta min/max only."""
     snapshot = lineitem.snapshot()
     readers = {
@@ -143,7 +143,7 @@ def measure(lineitem: DeltaRsTable, queries: Sequence[tuple[str | None, tuple[st
 
 
 def measured_after(
-    lineitem: DeltaRsTable, before: set[str], log: QueryLogTable, config: Config, now: datetime
+    lineitem: TableAccess, before: set[str], log: QueryLogTable, config: Config, now: datetime
 ) -> float | None:
     """Bytes per query the service's workload reads from the files its run wrote (weights as the
     estimate's): the real counterpart of ``bytes_per_query_after``."""
@@ -254,7 +254,7 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
     return {"scenario": scenario, "ticks": ticks, "duckdb": duck, "target": target, "increment": increment}
 
 
-def duckdb_files(copies: dict[str, DeltaRsTable], held: Sequence[tuple[str | None, tuple[str, ...]]]) -> dict:
+def duckdb_files(copies: dict[str, TableAccess], held: Sequence[tuple[str | None, tuple[str, ...]]]) -> dict:
     """Mean files DuckDB's Delta extension scans per held-out query on each copy's final state."""
     from benchmarks.standard_reader import DuckDBReader
 
