@@ -3,9 +3,11 @@
 Standard engines (Spark with Delta, Databricks, Trino, DuckDB) skip files with the Delta log's
 partition values and bare-column min/max only; deltaopt's SOP bits and expression statistics are
 invisible to them. DuckDB's ``EXPLAIN ANALYZE`` of a ``delta_scan`` prints ``Scanning Files: k/n``,
-the files it kept. The extension ships inside the PyPI wheel ``duckdb-extension-delta`` and is loaded
-from there (no download). Some filters make the extension raise an internal error (its bug, also on
-tables deltaopt never touched): that query's count is unknown (None), never a pass.
+the files it kept; when no filter reaches the scan (a filter on an expression of columns) it prints
+only ``Total Files Read: n``: every file. The extension ships inside the PyPI wheel
+``duckdb-extension-delta`` and is loaded from there (no download). Some filters make the extension
+raise an internal error (its bug, also on tables deltaopt never touched): that query's count is
+unknown (None), never a pass.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import sqlglot
 
 _SCANNING = re.compile(r"Scanning Files:\s*(\d+)\s*/\s*(\d+)")
+_READ = re.compile(r"Total Files Read:\s*(\d+)")  # printed alone when no filter reached the scan
 
 
 def _extension() -> Path:
@@ -58,8 +61,12 @@ class DuckDBReader:
         except Exception as err:  # the extension's internal errors: unknown, not a pass
             self.errors[str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__] += 1
             return None
-        match = _SCANNING.search("\n".join(str(cell) for row in rows for cell in row))
-        return Scanned(int(match.group(1)), int(match.group(2))) if match else None
+        profile = "\n".join(str(cell) for row in rows for cell in row)
+        match = _SCANNING.search(profile)
+        if match:
+            return Scanned(int(match.group(1)), int(match.group(2)))
+        read = _READ.search(profile)  # no filter pushed into the scan (e.g. on an expression): every file
+        return Scanned(int(read.group(1)), int(read.group(1))) if read else None
 
     def count(self, path: str, where: str | None) -> int:
         condition = sqlglot.transpile(where, read="spark", write="duckdb")[0] if where else "TRUE"
