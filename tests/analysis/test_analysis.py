@@ -263,3 +263,33 @@ def test_benefit_selection_only_prefilters():
     benefit = analyse("t", workload, fixed_evaluator(columns, {}), Thresholds(), NOW)
     assert frequency.features.z == ()  # 3 points < theta = 5
     assert len(benefit.features.z) == 6  # more than max_z_features = 4: a pool for the search
+
+
+@pytest.mark.spark
+def test_sample_evaluation_ranks_every_type_like_python_ordering(spark):
+    """Candidates are collected through Arrow; their ranks and NULL masks must be what Python's own
+    ordering of the collected values gives (dates, far timestamps, decimals, strings, NULLs)."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from optimizer.analysis.sample import evaluate
+
+    rows = [
+        (1, Decimal("2.50"), dt.date(2024, 1, 2), dt.datetime(9999, 12, 31, 23, 0, tzinfo=UTC), "b"),
+        (None, Decimal("-1.00"), dt.date(1970, 1, 1), dt.datetime(1900, 1, 1, tzinfo=UTC), None),
+        (3, None, None, None, "a"),
+        (1, Decimal("2.50"), dt.date(2024, 1, 2), dt.datetime(2024, 5, 1, 12, tzinfo=UTC), "b"),
+    ]
+    frame = spark.createDataFrame(rows, "i long, p decimal(10,2), d date, t timestamp, s string")
+    names = ["i", "p", "d", "t", "s"]
+    result = evaluate(frame, names, ["i > 1", "s LIKE 'a%'"])
+    collected = [r.asDict() for r in frame.collect()]
+    for name in names:
+        values = [r[name] for r in collected]
+        order = sorted({v for v in values if v is not None})
+        expected_ranks = [order.index(v) if v is not None else 0 for v in values]
+        sample = result.z[name]
+        assert list(sample.nulls) == [v is None for v in values], f"{name}: NULL mask"
+        assert list(sample.ranks) == expected_ranks, f"{name}: ranks differ from Python's ordering"
+    assert list(result.sop["i > 1"]) == [False, False, True, False], "i > 1 bits (NULL is not TRUE)"
+    assert list(result.sop["s LIKE 'a%'"]) == [False, False, True, False], "LIKE bits"
