@@ -15,6 +15,7 @@ BENCHMARKS = {
     "drift": "benchmarks.drift_bench",
     "readers": "benchmarks.readers_bench",
     "replay": "benchmarks.replay_bench",
+    "overhead": "benchmarks.overhead_bench",
 }
 
 
