@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import table
-from benchmarks.replay_bench import STRATEGIES, TABLES, Replay, ScanResult
+from benchmarks.replay_bench import STRATEGIES, TABLES, BatchTimes, Replay, ScanResult
 
 MB = 1e6
 
@@ -77,7 +77,8 @@ def render(result: Replay, images: Sequence[Path]) -> str:
         "standard reader: the log's min/max of bare columns), out of the files the table had; where the "
         "extension failed on some scans, the DuckDB mean is over the other scans and deltaopt's mean over "
         "those same scans follows it. MB are the column bytes of the kept files (deltaopt's pruning), "
-        "against the lower bound: the bytes of the matching rows' columns.\n",
+        "against the lower bound: the bytes of the matching rows' columns at the unoptimised copy's "
+        "bytes per row (a rewritten copy compresses differently and can read a little less).\n",
         table(
             (
                 "phase",
@@ -192,3 +193,29 @@ def _save(fig: object, path: Path) -> Path:
 
     plt.close(fig)  # type: ignore[arg-type]
     return path
+
+
+def load(path: Path) -> Replay:
+    """A replay saved as JSON by the benchmark, to render its report again without re-running it."""
+    import json
+
+    data = json.loads(path.read_text())
+    data["scans"] = [ScanResult(**s) for s in data["scans"]]
+    data["times"] = {k: [BatchTimes(**t) for t in v] for k, v in data["times"].items()}
+    data["rows"] = {k: {n: tuple(v) for n, v in t.items()} for k, t in data["rows"].items()}
+    return Replay(**data)
+
+
+if __name__ == "__main__":  # python -m benchmarks.replay_report benchmarks/reports/replay.json
+    import sys
+
+    from benchmarks.common import write_report
+
+    source = Path(sys.argv[1])
+    result = load(source)
+    name = source.stem
+    body = render(result, plots(result, source.parent, name))
+    command = (
+        f"python -m benchmarks replay --scale {result.scale:g} --batches {result.batches} --queries {result.per_batch}"
+    )
+    write_report(name, "Replay: inserts and queries over time, four strategies, two kinds of reader", body, command)
