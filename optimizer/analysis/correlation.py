@@ -112,19 +112,27 @@ def z_correlation_graph(samples: Mapping[str, ZSample], epsilon: float) -> nx.Gr
     graph = nx.Graph()
     graph.add_nodes_from(samples)
     names = list(samples)
-    directed: dict[tuple[str, str], float] = {}
-    for i in names:
-        for j in names:
-            if i == j:
+
+    def sorted_by(i: str, j: str) -> float | None:
+        """The sort-index of j ordered by i, when it passes the threshold."""
+        index = sort_index_after_ordering(samples[i].ranks, samples[j].ranks, samples[i].nulls, samples[j].nulls)
+        return index if index is not None and (index > 1 - epsilon or index < epsilon) else None
+
+    edges: dict[tuple[str, str], float] = {}
+    for x, i in enumerate(names):
+        for j in names[x + 1 :]:
+            forward = sorted_by(i, j)
+            if forward is None:
+                continue  # both directions must pass: the reverse is not needed (most pairs stop here)
+            back = sorted_by(j, i)
+            if back is None:
                 continue
-            index = sort_index_after_ordering(samples[i].ranks, samples[j].ranks, samples[i].nulls, samples[j].nulls)
-            if index is not None and (index > 1 - epsilon or index < epsilon):
-                directed[(i, j)] = index
-    for (i, j), index in directed.items():
-        if i < j and (j, i) in directed:
-            back = directed[(j, i)]
-            weaker = index if abs(index - 0.5) <= abs(back - 0.5) else back
-            graph.add_edge(i, j, index=round(weaker, 4))
+            i_, j_ = (i, j) if i < j else (j, i)
+            index, other = (forward, back) if i < j else (back, forward)
+            edges[(i_, j_)] = index if abs(index - 0.5) <= abs(other - 0.5) else other
+    position = {name: k for k, name in enumerate(names)}
+    for (i, j), weaker in sorted(edges.items(), key=lambda e: (position[e[0][0]], position[e[0][1]])):
+        graph.add_edge(i, j, index=round(weaker, 4))  # in the order the samples list them
     return graph
 
 

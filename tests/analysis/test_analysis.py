@@ -293,3 +293,45 @@ def test_sample_evaluation_ranks_every_type_like_python_ordering(spark):
         assert list(sample.ranks) == expected_ranks, f"{name}: ranks differ from Python's ordering"
     assert list(result.sop["i > 1"]) == [False, False, True, False], "i > 1 bits (NULL is not TRUE)"
     assert list(result.sop["s LIKE 'a%'"]) == [False, False, True, False], "LIKE bits"
+
+
+def _z_graph_by_definition(samples, epsilon):
+    """Algorithm 2 computed the long way: every ordered pair, then edges where both directions pass."""
+    from optimizer.analysis.correlation import sort_index_after_ordering
+
+    graph = nx.Graph()
+    graph.add_nodes_from(samples)
+    directed = {}
+    for i in samples:
+        for j in samples:
+            if i != j:
+                s = sort_index_after_ordering(samples[i].ranks, samples[j].ranks, samples[i].nulls, samples[j].nulls)
+                if s is not None and (s > 1 - epsilon or s < epsilon):
+                    directed[(i, j)] = s
+    for (i, j), index in directed.items():
+        if i < j and (j, i) in directed:
+            back = directed[(j, i)]
+            graph.add_edge(i, j, index=round(index if abs(index - 0.5) <= abs(back - 0.5) else back, 4))
+    return graph
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    columns=st.lists(st.lists(st.integers(0, 4), min_size=12, max_size=12), min_size=3, max_size=6),
+    nulls=st.lists(st.booleans(), min_size=12, max_size=12),
+    names=st.permutations(["e", "b", "d", "a", "f", "c"]),
+)
+def test_z_graph_skips_reverse_directions_without_changing_the_graph(columns, nulls, names):
+    """Only pairs whose first direction passes are checked the other way; edges, their indices and
+    their order must equal the definition's."""
+    from optimizer.analysis.correlation import ZSample
+
+    base = np.arange(12)
+    samples = {}
+    for k, values in enumerate(columns):
+        ranks = base * (1 - k % 2 * 2) if k < 3 else np.array(values)  # three sorted columns, then random
+        samples[names[k]] = ZSample(ranks, np.array(nulls) if k == len(columns) - 1 else np.zeros(12, bool))
+    fast = z_correlation_graph(samples, 0.05)
+    slow = _z_graph_by_definition(samples, 0.05)
+    assert list(fast.edges(data=True)) == list(slow.edges(data=True)), "edges, indices or their order differ"
+    assert list(fast.nodes) == list(slow.nodes), "nodes differ"

@@ -44,7 +44,6 @@ def test_columns_read_decide_the_bytes():
     assert query_bytes(everything, stats, sizes(stats)) == (5e6, 10e6)
 
 
-
 def test_compression_shrinks_the_bytes_every_query_reads():
     """A ratio of 0.5 on column y halves y's bytes after, filtered or not, and is its own term."""
     both = [ScanRecord(f"q{i}", NOW, "t", (), ("x", "y"), "test") for i in range(10)]
