@@ -47,7 +47,7 @@ from optimizer.analysis import analyse_table
 from optimizer.clustering import optimize
 from optimizer.config import Config, SparkSettings, load_config
 from optimizer.runtime import build_session
-from optimizer.skipping.scan import column_sizes, plan_scan, read, table_file_stats
+from optimizer.skipping.scan import column_sizes, plan_scan, read
 from optimizer.table import TableAccess, open_table
 from querylog.capture import SqlContext
 from querylog.predicates.attribute import scan_filters
@@ -205,7 +205,7 @@ class Measurer:
             where = " AND ".join(f"({f})" for f in scan.filters) or None
             columns = [c for c in scan.columns if c != "*"]
             snapshot = table.snapshot()
-            plan = plan_scan(table, where, columns or None, snapshot=snapshot, stats=table_file_stats(table, snapshot))
+            plan = plan_scan(table, where, columns or None, snapshot=snapshot)
             started = time.perf_counter()
             frame = read(self.spark, table, where, columns or None)
             (row,) = frame.agg(F.count(F.lit(1)).alias("__n"), *[F.max(f"`{c}`") for c in columns]).collect()

@@ -119,17 +119,15 @@ def z_correlation_graph(samples: Mapping[str, ZSample], epsilon: float) -> nx.Gr
         return index if index is not None and (index > 1 - epsilon or index < epsilon) else None
 
     edges: dict[tuple[str, str], float] = {}
-    for x, i in enumerate(names):
-        for j in names[x + 1 :]:
-            forward = sorted_by(i, j)
-            if forward is None:
+    for x, first in enumerate(names):
+        for second in names[x + 1 :]:
+            i, j = sorted((first, second))  # the edge's index is read with the smaller name as the key
+            index = sorted_by(i, j)
+            if index is None:
                 continue  # both directions must pass: the reverse is not needed (most pairs stop here)
             back = sorted_by(j, i)
-            if back is None:
-                continue
-            i_, j_ = (i, j) if i < j else (j, i)
-            index, other = (forward, back) if i < j else (back, forward)
-            edges[(i_, j_)] = index if abs(index - 0.5) <= abs(other - 0.5) else other
+            if back is not None:
+                edges[(i, j)] = index if abs(index - 0.5) <= abs(back - 0.5) else back
     position = {name: k for k, name in enumerate(names)}
     for (i, j), weaker in sorted(edges.items(), key=lambda e: (position[e[0][0]], position[e[0][1]])):
         graph.add_edge(i, j, index=round(weaker, 4))  # in the order the samples list them

@@ -175,6 +175,8 @@ class _Staged:
     files: list[StagedFile]
     layout: Layout
     output: Mapping[str, object]
+    cluster_seconds: float
+    write_seconds: float
 
 
 def optimize(
@@ -208,7 +210,6 @@ def optimize(
     rows_in = sum(f.num_records or 0 for f in chosen)
     file_count = max(1, round(bytes_in / target_file_size))
     progress(f"run {run_id}: {len(chosen)} files, {bytes_in:,} bytes -> about {file_count} file(s)")
-    seconds: dict[str, float] = {}
     staged = _write_verified(
         spark,
         table,
@@ -221,8 +222,8 @@ def optimize(
         progress=progress,
         order_ids=order_ids,
         output=output,
-        seconds=seconds,
     )
+    seconds = {"cluster": staged.cluster_seconds, "write": staged.write_seconds}
     clock = time.perf_counter()
     version = _commit(table, snapshot, chosen, staged, features, run_id=run_id, rows=rows_in, metadata=metadata)
     seconds["commit"] = time.perf_counter() - clock
@@ -267,7 +268,6 @@ def _write_verified(
     progress: Progress,
     order_ids: bool,
     output: OutputSettings,
-    seconds: dict[str, float],
 ) -> _Staged:
     """Cluster and write `chosen`'s rows, then prove the written rows equal the input and write the
     extended-stats index; on any failure the written files are removed and nothing is committed."""
@@ -286,7 +286,7 @@ def _write_verified(
         progress=progress,
         order_ids=order_ids,
     )
-    seconds["cluster"] = time.perf_counter() - clock
+    cluster_seconds = time.perf_counter() - clock
 
     clock = time.perf_counter()
     xx, mm = _fingerprint_columns(stored.names)
@@ -301,7 +301,7 @@ def _write_verified(
 
     written_with = resolve_output(output, snapshot.configuration)
     staged = table.stage(spark, layout.frame, snapshot, "optimize", extra, extended, written_with.writer_options())
-    seconds["write"] = time.perf_counter() - clock
+    write_seconds = time.perf_counter() - clock
     progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
     try:
         _verify(staged, rows_by_path, layout.fingerprints, snapshot.partition_columns)
@@ -309,7 +309,7 @@ def _write_verified(
     except Exception:
         table.discard(staged)
         raise
-    return _Staged(staged, layout, written_with.as_dict())
+    return _Staged(staged, layout, written_with.as_dict(), cluster_seconds, write_seconds)
 
 
 def _commit(
