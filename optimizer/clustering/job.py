@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from optimizer.clustering.ordering import order_partitions
 from optimizer.clustering.sop import SopPartition, cluster
-from optimizer.clustering.zorder import Dimension, dimensions_from_sample, zorder
+from optimizer.clustering.zorder import Dimension, zorder
 from optimizer.errors import ClusteringError
 from optimizer.features import FeatureSet
 from optimizer.skipping.collect import sop_vector, stats_spec
@@ -76,10 +76,18 @@ class Layout:
 
 
 def _fingerprint_columns(names: Sequence[str]) -> tuple[Column, Column]:
+    """Two row hashes whose sums over a set of rows fingerprint it in any order. The sums are longs
+    that wrap around (the session runs without ANSI overflow errors, `optimizer.runtime`), so every
+    side compares them modulo 2**64 (`_wrap64`); summing decimals instead cost a fifth of a pass."""
     from pyspark.sql import functions as F
 
     columns = [F.col(f"`{n}`") for n in sorted(names)]
-    return F.xxhash64(*columns).cast("decimal(38,0)"), F.hash(*columns).cast("decimal(38,0)")
+    return F.xxhash64(*columns), F.hash(*columns).cast("long")
+
+
+def _wrap64(value: int) -> int:
+    """`value` as the signed 64-bit integer Spark's wrapping long sum gives."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 def cluster_frame(
@@ -105,7 +113,10 @@ def cluster_frame(
     if predicates:
         frame, ordered = _number_sop_partitions(frame, features, vectors, rows_per_file, order_ids)
         progress(f"SOP: {len(ordered)} partitions ordered by the MST walk of their bit vectors")
-    laid_out, dimensions = _zorder_features(frame, features, files, partition_columns, sop_id=bool(predicates))
+    rows = sum(v[0] for v in fingerprints.values())
+    laid_out, dimensions = _zorder_features(
+        frame, features, files, partition_columns, rows=rows, sop_id=bool(predicates)
+    )
     progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
     return Layout(laid_out, files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints)
 
@@ -132,14 +143,15 @@ def _count_vectors(
         total[2] += int(row["mm"] or 0)
         if with_vectors:
             vectors[int(row["__sop_vec"])] = vectors.get(int(row["__sop_vec"]), 0) + int(row["n"])
-    return {k: (v[0], v[1], v[2]) for k, v in fingerprints.items()}, vectors
+    return {k: (v[0], _wrap64(v[1]), _wrap64(v[2])) for k, v in fingerprints.items()}, vectors
 
 
 def _number_sop_partitions(
     frame: DataFrame, features: FeatureSet, vectors: Mapping[int, int], rows_per_file: float, order_ids: bool
 ) -> tuple[DataFrame, list[SopPartition]]:
     """C1 + C2: cluster the bit vectors, order the partitions, and give every row its partition's id
-    (a broadcast join on the vector; chunks of one vector share the first chunk's id)."""
+    (a broadcast join on the vector; chunks of one vector share the first chunk's id). The join's side
+    is built from literals in the JVM: from a Python list, Spark started Python workers for a few rows."""
     from pyspark.sql import functions as F
 
     weights = [features.weight(f) for f in features.sop]
@@ -149,12 +161,16 @@ def _number_sop_partitions(
     for position, partition in enumerate(ordered):
         for member in partition.members:
             ids.setdefault(member, position)
-    mapping = frame.sparkSession.createDataFrame(sorted(ids.items()), "__sop_vec long, __sop_id long")
+    pairs = [
+        F.struct(F.lit(v).cast("long").alias("__sop_vec"), F.lit(i).cast("long").alias("__sop_id"))
+        for v, i in sorted(ids.items())
+    ]
+    mapping = frame.sparkSession.range(1).select(F.inline(F.array(*pairs)))
     return frame.join(F.broadcast(mapping), "__sop_vec").drop("__sop_vec"), ordered
 
 
 def _zorder_features(
-    frame: DataFrame, features: FeatureSet, files: int, partition_columns: Sequence[str], *, sop_id: bool
+    frame: DataFrame, features: FeatureSet, files: int, partition_columns: Sequence[str], *, rows: int, sop_id: bool
 ) -> tuple[DataFrame, list[Dimension]]:
     """C3: the Z features (and the SOP id) as helper columns, Z-ordered into `files` files, helpers dropped."""
     columns: list[str] = []
@@ -163,8 +179,7 @@ def _zorder_features(
         columns.append(f"__z{i}")
     if sop_id:
         columns.append("__sop_id")
-    dimensions = dimensions_from_sample(frame, columns, files) if columns else []
-    laid_out = zorder(frame, dimensions, files, leading=list(partition_columns))
+    laid_out, dimensions = zorder(frame, columns, files, rows=rows, leading=list(partition_columns))
     return laid_out.drop(*columns), dimensions
 
 
@@ -365,6 +380,7 @@ def _verify(
         total[0] += int(row["__rows"])
         total[1] += int(row["__xx"] or 0)
         total[2] += int(row["__mm"] or 0)
+    written = {k: [v[0], _wrap64(v[1]), _wrap64(v[2])] for k, v in written.items()}
     expected_norm = {k: list(v) for k, v in expected.items()}
     if written != expected_norm:
         raise ClusteringError(

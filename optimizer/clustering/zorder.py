@@ -3,8 +3,8 @@
 Each dimension is mapped to a *range id* from quantile boundaries of a sample of its values, as
 Delta's OPTIMIZE ZORDER does: robust to skew and defined for any orderable type (numbers, dates,
 timestamps, strings). The range id is a nested CASE (a binary search over the boundaries) evaluated by
-Spark, NULL is range 0. The ids' bits are interleaved into one 64-bit key, and the data is range-
-partitioned by the key into files of the target size and sorted within files.
+Spark, NULL is range 0. The ids' bits are interleaved into one 64-bit key; the same sample gives the
+file boundaries of the key, so rows go to files of the target size in one shuffle, sorted within files.
 
 Resolution: n files over d dimensions cut each dimension about n^(1/d) times; the boundaries give 16x
 that resolution (between 16 and 1024 ranges). One dimension needs no ranges at all: it is sorted by
@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 MIN_RANGES = 16
 MAX_RANGES = 1024
@@ -57,7 +59,7 @@ def quantile_boundaries(values: Sequence[Any], ranges: int) -> tuple[Any, ...]:
 
 def range_id_of(value: Any, boundaries: Sequence[Any]) -> int:
     """The range id `range_id` computes in Spark, in Python (for tests and virtual layouts)."""
-    return 0 if value is None else 1 + bisect_right(list(boundaries), value)
+    return 0 if value is None else 1 + bisect_right(boundaries, value)
 
 
 def range_id(column: Column, boundaries: Sequence[Any]) -> Column:
@@ -91,39 +93,178 @@ def interleave(ids: Sequence[Column], bits: Sequence[int]) -> Column:
     return key
 
 
-def dimensions_from_sample(
-    frame: DataFrame, columns: Sequence[str], files: int, sample_rows: int = 100_000, seed: int = 5
-) -> list[Dimension]:
-    """Boundaries of each column from a sample of `frame` collected to the driver."""
-    ranges = ranges_for(files, len(columns))
-    if ranges == 0:
-        return [Dimension(c, ()) for c in columns]
-    total = frame.count()
-    sample = frame.select(*columns)
-    if total > sample_rows:
-        sample = sample.sample(withReplacement=False, fraction=min(1.0, sample_rows / total), seed=seed)
-    values = sample.toArrow()  # columnar: converting Row objects took most of this function's time
-    return [Dimension(c, quantile_boundaries(values.column(i).to_pylist(), ranges)) for i, c in enumerate(columns)]
+def interleave_value(ids: Sequence[int], bits: Sequence[int]) -> int:
+    """The Z-value `interleave` computes in Spark, in Python (for the driver's sample of keys)."""
+    key = position = 0
+    for t in range(max(bits, default=0)):
+        for i, value in enumerate(ids):
+            if t < bits[i]:
+                key |= ((value >> t) & 1) << position
+                position += 1
+    return key
 
 
 def zorder(
-    frame: DataFrame, dimensions: Sequence[Dimension], files: int, leading: Sequence[str] = (), key: str = "__zkey"
-) -> DataFrame:
-    """`frame` range-partitioned into `files` partitions by (`leading` columns, Z-value of `dimensions`)
-    and sorted within each (one dimension: by its value). Table partition columns lead, so each range
-    mostly falls in one table partition. The key column is dropped before returning."""
+    frame: DataFrame,
+    columns: Sequence[str],
+    files: int,
+    *,
+    rows: int,
+    leading: Sequence[str] = (),
+    sample_rows: int = 100_000,
+    seed: int = 5,
+) -> tuple[DataFrame, list[Dimension]]:
+    """`frame`'s `rows` rows cut into about `files` files by (`leading` columns, Z-value of `columns`)
+    and sorted within each (one column: by its value), with the dimensions used. Table partition
+    columns lead, so each file mostly falls in one table partition.
+
+    One sample, collected to the driver, gives both each dimension's range boundaries and the file
+    boundaries of the order key; a file index computed from those boundaries then decides each row's
+    file. Spark's range partitioning would instead read and compute the whole input once more just to
+    sample it. Boundaries only balance file sizes: a sample that misjudges them makes files uneven,
+    never loses or moves a row between runs.
+    """
     from pyspark.sql import functions as F
 
-    order = [F.col(f"`{c}`") for c in leading]
+    files = max(files, 1)
+    if not columns and not leading:
+        return frame.repartition(files), []
+    helpers = ["__tie"] if len(columns) == 1 else []
+    if helpers:
+        # a deterministic tie-breaker lets a value shared by many rows (a SOP id, a low-cardinality
+        # column) be split into target-size files; a random one could move rows on task retries
+        frame = frame.withColumn("__tie", F.xxhash64(*[F.col(f"`{c}`") for c in frame.columns]))
+    names = [*leading, *columns, *helpers]
+    sample = frame.select(*[F.col(f"`{c}`") for c in names])
+    wanted = max(sample_rows, 100 * files)
+    if rows > wanted:
+        sample = sample.sample(withReplacement=False, fraction=min(1.0, wanted / rows), seed=seed)
+    table = sample.toArrow()  # columnar: converting Row objects took most of the sampling time
+    values = {name: table.column(i).to_pylist() for i, name in enumerate(names)}
+    ranges = ranges_for(files, len(columns))
+    dimensions = [Dimension(c, quantile_boundaries(values[c], ranges) if ranges else ()) for c in columns]
+    if len(dimensions) > 1:
+        ids = [range_id(F.col(f"`{d.column}`"), d.boundaries) for d in dimensions]
+        frame = frame.withColumn("__zkey", interleave(ids, [d.bits for d in dimensions]))
+        helpers.append("__zkey")
+    key_columns, sampled = _order_key(dimensions, leading, values)
+    cuts = file_cuts(sampled, files)
+    index = _file_index(key_columns, cuts)
+    keys = F.array(*[F.lit(k).cast("long") for k in hash_partition_keys(frame, len(cuts) + 1)])  # probed as longs
+    partition = F.element_at(keys, index + 1)
+    laid_out = frame.repartition(len(cuts) + 1, partition).sortWithinPartitions(*key_columns)
+    return laid_out.drop(*helpers), dimensions
+
+
+def _order_key(
+    dimensions: Sequence[Dimension], leading: Sequence[str], values: Mapping[str, list[Any]]
+) -> tuple[list[Column], list[tuple[Any, ...]]]:
+    """What rows are ordered by, as Spark columns, and the same key for each sampled row in `values`."""
+    from pyspark.sql import functions as F
+
+    spark_columns = [F.col(f"`{c}`") for c in leading]
+    parts = [values[c] for c in leading]
     if len(dimensions) == 1:
-        # a deterministic tie-breaker lets range partitioning split a value shared by many rows (a SOP id,
-        # a low-cardinality column) into target-size files; a random one could move rows on task retries
-        order += [F.col(dimensions[0].column), F.xxhash64(*[F.col(f"`{c}`") for c in frame.columns])]
+        spark_columns += [F.col(f"`{dimensions[0].column}`"), F.col("__tie")]
+        parts += [values[dimensions[0].column], values["__tie"]]
     elif dimensions:
-        ids = [range_id(F.col(d.column), d.boundaries) for d in dimensions]
-        frame = frame.withColumn(key, interleave(ids, [d.bits for d in dimensions]))
-        order.append(F.col(key))
-    if not order:
-        return frame.repartition(max(files, 1))
-    ordered = frame.repartitionByRange(max(files, 1), *order).sortWithinPartitions(*order)
-    return ordered.drop(key) if len(dimensions) > 1 else ordered
+        spark_columns.append(F.col("__zkey"))  # a column of its own: file index and sort compare it many times
+        ids = [_range_ids(values[d.column], d.boundaries) for d in dimensions]
+        parts.append(_interleave_ids(ids, [d.bits for d in dimensions]).tolist())
+    return spark_columns, list(zip(*parts, strict=True))
+
+
+def _range_ids(values: list[Any], boundaries: Sequence[Any]) -> np.ndarray:
+    """`range_id_of` over a sample column at once (a binary search per value in numpy's C loop)."""
+    column = np.empty(len(values), dtype=object)
+    column[:] = values
+    present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    ids = np.zeros(len(values), dtype=np.int64)
+    if boundaries:
+        cuts = np.empty(len(boundaries), dtype=object)
+        cuts[:] = list(boundaries)
+        ids[present] = 1 + np.searchsorted(cuts, column[present], side="right")
+    else:
+        ids[present] = 1
+    return ids
+
+
+def _interleave_ids(ids: Sequence[np.ndarray], bits: Sequence[int]) -> np.ndarray:
+    """`interleave_value` over arrays of range ids."""
+    key = np.zeros(len(ids[0]), dtype=np.int64)
+    position = 0
+    for t in range(max(bits)):
+        for i, column in enumerate(ids):
+            if t < bits[i]:
+                key |= ((column >> t) & 1) << position
+                position += 1
+    return key
+
+
+def _nulls_first(key: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    """A sort key ordering tuples as Spark's ascending sort does: NULL before any value."""
+    return tuple((v is not None, v) if v is not None else (False, 0) for v in key)
+
+
+def file_cuts(keys: Sequence[tuple[Any, ...]], files: int) -> list[tuple[Any, ...]]:
+    """Up to ``files - 1`` distinct keys cutting the sorted sample into equal shares; file i holds the
+    keys in [cut i-1, cut i). A cut at the smallest key would only make an empty file."""
+    ordered = sorted(keys, key=_nulls_first)
+    cuts: list[tuple[Any, ...]] = []
+    for k in range(1, files):
+        cut = ordered[len(ordered) * k // files] if ordered else None
+        if cut is not None and cut != ordered[0] and (not cuts or cut != cuts[-1]):
+            cuts.append(cut)
+    return cuts
+
+
+def _at_least(columns: Sequence[Column], cut: tuple[Any, ...]) -> Column:
+    """(columns) >= cut, lexicographically, NULL before any value (as the sort within files)."""
+    from pyspark.sql import functions as F
+
+    first, value, rest = columns[0], cut[0], columns[1:]
+    if value is None:  # everything is >= NULL; only a NULL is equal and defers to the rest
+        return F.when(first.isNull(), _at_least(rest, cut[1:])).otherwise(F.lit(True)) if rest else F.lit(True)
+    if not rest:
+        return F.coalesce(first >= F.lit(value), F.lit(False))
+    above = F.coalesce(first > F.lit(value), F.lit(False))
+    return F.when(first == F.lit(value), _at_least(rest, cut[1:])).otherwise(above)
+
+
+def _file_index(columns: Sequence[Column], cuts: Sequence[tuple[Any, ...]]) -> Column:
+    """The number of cuts <= the row's key (a binary search as nested CASE): its file's index."""
+    from pyspark.sql import functions as F
+
+    def search(low: int, high: int) -> Column:
+        if low == high:
+            return F.lit(low)
+        middle = (low + high + 1) // 2
+        return F.when(_at_least(columns, cuts[middle - 1]), search(middle, high)).otherwise(search(low, middle - 1))
+
+    return search(0, len(cuts))
+
+
+_PARTITION_KEYS: dict[int, tuple[int, ...]] = {}  # Spark's hash is fixed, so the table is per count only
+
+
+def hash_partition_keys(frame: DataFrame, partitions: int) -> tuple[int, ...]:
+    """For each shuffle partition p, a long that ``repartition(partitions, key)`` sends to p (Spark's
+    hash partitioning is ``pmod(hash(key), partitions)``, the `hash` function itself, so Spark computes
+    the table). Repartitioning by these keys puts file i's rows in partition i, without a range
+    partitioner's extra pass."""
+    if partitions not in _PARTITION_KEYS:
+        _PARTITION_KEYS[partitions] = _probe_keys(frame.sparkSession, partitions)
+    return _PARTITION_KEYS[partitions]
+
+
+def _probe_keys(spark: SparkSession, partitions: int) -> tuple[int, ...]:
+    from pyspark.sql import functions as F
+
+    found: dict[int, int] = {}
+    size = partitions * 16
+    while len(found) < partitions:
+        probe = spark.range(size).select("id", F.pmod(F.hash("id"), F.lit(partitions)).alias("p")).toArrow()
+        for key, target in zip(probe.column(0).to_pylist(), probe.column(1).to_pylist(), strict=True):
+            found.setdefault(target, key)
+        size *= 4
+    return tuple(found[p] for p in range(partitions))

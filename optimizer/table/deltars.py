@@ -28,7 +28,8 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction, cre
 from optimizer import errors
 from optimizer.table.access import CUSTOM_METADATA_KEY, Commit, DataFile, Snapshot, StagedFile, StatsCallback
 from optimizer.table.commit_safety import check_commit_safety
-from optimizer.table.stats import collect_file_stats, data_columns, delta_stats_json, stats_columns
+from optimizer.table.footer_stats import FOOTER_ROWS, footer_indices, footer_stats
+from optimizer.table.stats import StatsColumn, collect_file_stats, data_columns, delta_stats_json, stats_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -176,13 +177,13 @@ class DeltaRsTable:
             listed = self._list_parquet(directory)
             stored = data_columns(schema, snapshot.partition_columns)
             columns = stats_columns(stored, snapshot.configuration)
-            rows = collect_file_stats(spark, [self.spark_uri(p) for p in listed], stored, columns, extra_aggregates)
+            rows = self._file_stats(spark, listed, stored, columns, extra_aggregates)
         except Exception:
             self._remove_directory(directory)  # nothing references what this attempt wrote
             raise
         staged = []
         for path, size in listed.items():
-            row = _row_for(path, rows)
+            row = rows[path]
             extra = {"deltaopt": dict(extended_stats(path, row))} if extended_stats else None
             staged.append(
                 StagedFile(
@@ -193,6 +194,31 @@ class DeltaRsTable:
                 )
             )
         return staged
+
+    def _file_stats(
+        self,
+        spark: SparkSession,
+        listed: Mapping[str, int],
+        stored: StructType,
+        columns: Sequence[StatsColumn],
+        extra_aggregates: Mapping[str, Column] | None,
+    ) -> dict[str, dict[str, Any]]:
+        """Per written file (relative path): the aggregation's row, completed from the footers for the
+        columns they bound; a footer whose row count disagrees with the rows read fails the write."""
+        from_footers = footer_indices(columns)
+        uris = [self.spark_uri(p) for p in listed]
+        aggregated = collect_file_stats(spark, uris, stored, columns, extra_aggregates, skip=from_footers)
+        fs, root = self.filesystem()
+        footers = footer_stats(fs, root, listed, columns, from_footers)
+        rows = {}
+        for path in listed:
+            row = {**_row_for(path, aggregated), **footers[path]}
+            if int(row[FOOTER_ROWS]) != int(row["__rows"]):
+                raise errors.RewriteValidationError(
+                    f"written file {path}: footer says {row[FOOTER_ROWS]} rows, reading it gave {row['__rows']}"
+                )
+            rows[path] = row
+        return rows
 
     def create(
         self,
@@ -382,6 +408,9 @@ class DeltaRsTable:
                 fs.delete_file(f"{root}/{f.path}")
             except OSError as err:
                 log.warning("could not delete uncommitted file %s: %s", f.path, err)
+        for directory in sorted({f.path.split("/", 1)[0] for f in staged if "/" in f.path}):
+            if not self._list_parquet(directory):  # the attempt's own directory, now holding no data file
+                self._remove_directory(directory)
 
 
 def _absolute_local(path: str) -> str:

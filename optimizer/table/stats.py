@@ -1,8 +1,9 @@
 """Delta add-action statistics for files Spark wrote, from one Spark aggregation per batch of files.
 
-Why an aggregation and not the Parquet footers: the same pass computes the extended statistics of the
-clustering features (min/max of expressions, SOP bit vectors) and checks the row count of what was
-written, so the numbers in the log are derived from the files themselves.
+The aggregation computes what the files' Parquet footers cannot give soundly: row counts and the
+fingerprints that verify a rewrite, the extended statistics of the clustering features (min/max of
+expressions, SOP bit vectors), and bounds of types footers do not order as Spark does. Bare columns
+of the other types come from the footers (`optimizer.table.footer_stats`, selected with `skip`).
 
 Encoding follows the Delta protocol, rounded so every bound stays a bound:
 
@@ -19,7 +20,7 @@ import datetime as dt
 import json
 import math
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -102,13 +103,18 @@ def _minmax_input(column: StatsColumn) -> Column:
     return ref
 
 
-def file_stat_aggregates(columns: Sequence[StatsColumn], extra: Mapping[str, Column] | None = None) -> list[Column]:
-    """Per-file aggregates: ``__rows`` and, per stats column i, ``min_i``/``max_i``/``nulls_i``, then
-    every `extra` aggregate under its own name (one row per file feeds `delta_stats_json`)."""
+def file_stat_aggregates(
+    columns: Sequence[StatsColumn], extra: Mapping[str, Column] | None = None, skip: Collection[int] = ()
+) -> list[Column]:
+    """Per-file aggregates: ``__rows`` and, per stats column i not in `skip`, ``min_i``/``max_i``/
+    ``nulls_i``, then every `extra` aggregate under its own name (one row per file feeds
+    `delta_stats_json`; skipped columns' keys come from elsewhere: `optimizer.table.footer_stats`)."""
     from pyspark.sql import functions as F
 
     aggregates: list[Column] = [F.count(F.lit(1)).alias("__rows")]
     for i, column in enumerate(columns):
+        if i in skip:
+            continue
         ref = _column_ref(column.path)
         aggregates.append((F.count(F.lit(1)) - F.count(ref)).alias(f"nulls_{i}"))
         if column.minmax:
@@ -123,15 +129,17 @@ def collect_file_stats(
     data_schema: StructType,
     columns: Sequence[StatsColumn],
     extra: Mapping[str, Column] | None = None,
+    skip: Collection[int] = (),
 ) -> dict[str, dict[str, Any]]:
-    """Aggregate per file: ``__rows`` and, per stats column i, ``min_i``/``max_i``/``nulls_i``, plus every
-    ``extra`` aggregate under its own name. Keyed by the file URI Spark reports (``_metadata.file_path``).
+    """Aggregate per file: ``__rows`` and, per stats column i not in `skip`, ``min_i``/``max_i``/
+    ``nulls_i``, plus every ``extra`` aggregate under its own name. Keyed by the file URI Spark reports
+    (``_metadata.file_path``).
     """
     from pyspark.sql import functions as F
 
     if not file_uris:
         return {}
-    aggregates = file_stat_aggregates(columns, extra)
+    aggregates = file_stat_aggregates(columns, extra, skip)
     frame = (
         spark.read.schema(data_schema)
         .parquet(*file_uris)
@@ -195,7 +203,8 @@ def delta_stats_json(
     maxs: dict[str, Any] = {}
     nulls: dict[str, Any] = {}
     for i, column in enumerate(columns):
-        _nest(nulls, column.path, int(row[f"nulls_{i}"]))
+        if row.get(f"nulls_{i}") is not None:  # None: unknown (a footer without null counts)
+            _nest(nulls, column.path, int(row[f"nulls_{i}"]))
         if not column.minmax:
             continue
         low = _encode_value(column, row.get(f"min_{i}"), is_max=False)

@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 
 from optimizer.clustering.ordering import file_vectors, order_partitions, zero_bits
 from optimizer.clustering.sop import SopPartition, cluster, merge_delta, objective
-from optimizer.clustering.zorder import quantile_boundaries, range_id_of, ranges_for
+from optimizer.clustering.zorder import (
+    file_cuts,
+    hash_partition_keys,
+    quantile_boundaries,
+    range_id_of,
+    ranges_for,
+    zorder,
+)
 
 
 def vector(bits: str) -> int:
@@ -129,3 +136,53 @@ def test_quantile_boundaries_and_range_ids():
     assert quantile_boundaries(["b", "a", "a", "c"], 8) == ("b", "c")
     assert quantile_boundaries([], 8) == ()
     assert ranges_for(1000, 1) == 0 and 16 <= ranges_for(1000, 3) <= 1024
+
+
+def test_file_cuts_split_a_sample_evenly_with_nulls_first():
+    keys = [(None, 5)] * 10 + [(1, k) for k in range(30)]
+    cuts = file_cuts(keys, 4)
+    assert cuts == [(1, 0), (1, 10), (1, 20)]  # the NULL keys lead; no cut at the smallest key
+    assert file_cuts([(1,)] * 50, 8) == []  # ties cannot be split: one file
+    assert file_cuts([], 8) == []
+
+
+def test_rows_land_in_their_files_partition(spark):
+    """The file index decides the shuffle partition exactly (Spark's hash partitioning of the probed
+    keys), so no two files share a task and every file gets its rows."""
+    from pyspark.sql import functions as F
+
+    frame = spark.range(5000).withColumn("v", (F.col("id") * 7919) % 1000)
+    laid_out, dimensions = zorder(frame, ["v"], 9, rows=5000, sample_rows=5000)
+    assert [d.column for d in dimensions] == ["v"]
+    tagged = laid_out.withColumn("p", F.spark_partition_id()).groupBy("p").agg(F.min("v"), F.max("v"), F.count("*"))
+    spans = sorted(tuple(r) for r in tagged.collect())
+    assert [p for p, *_ in spans] == list(range(9))
+    assert all(low <= high for _, low, high, _ in spans)
+    assert all(spans[i][2] <= spans[i + 1][1] for i in range(8))  # file ranges in key order, not overlapping
+    assert all(400 <= n <= 700 for *_, n in spans)  # about 5000 / 9 rows each
+    keys = hash_partition_keys(frame, 9)
+    spread = spark.createDataFrame([(k,) for k in keys], "k long").repartition(9, "k")
+    assert spread.select(F.spark_partition_id().alias("p"), "k").orderBy("p").collect() == [
+        (p, k) for p, k in enumerate(keys)
+    ]
+
+
+def test_the_drivers_z_values_are_the_ones_spark_computes(spark):
+    """File boundaries come from Z-values computed on the driver; they must be the values Spark gives
+    the same rows, or files would come out uneven."""
+    from pyspark.sql import functions as F
+
+    from optimizer.clustering.zorder import _interleave_ids, _range_ids, interleave, interleave_value, range_id
+
+    rng = random.Random(4)
+    rows = [
+        (rng.choice([None, rng.randint(-50, 50)]), rng.choice([None, f"s{rng.randint(0, 30)}"])) for _ in range(300)
+    ]
+    boundaries = [(-20, 0, 0, 7, 33), ("s1", "s25", "s9")]
+    bits = [3, 3]
+    frame = spark.createDataFrame(rows, "a int, b string")
+    ids = [range_id(F.col(c), b) for c, b in zip("ab", boundaries, strict=True)]
+    from_spark = [r[0] for r in frame.select(interleave(ids, bits)).collect()]
+    scalar = [interleave_value([range_id_of(v, b) for v, b in zip(row, boundaries, strict=True)], bits) for row in rows]
+    columns = [_range_ids([row[i] for row in rows], boundaries[i]) for i in range(2)]
+    assert from_spark == scalar == _interleave_ids(columns, bits).tolist()

@@ -159,6 +159,38 @@ def test_a_feature_that_cannot_be_evaluated_stops_before_writing(spark, tmp_path
     assert not [d for d in os.listdir(table.uri) if d.startswith("optimize-")]
 
 
+@pytest.mark.parametrize("damage", ["drop a row", "duplicate a row", "change a value"])
+def test_a_write_that_changed_rows_is_caught_and_nothing_is_committed(spark, tmp_path, monkeypatch, damage):
+    """The verification is what stands between a faulty layout step and the table: damage the laid-out
+    frame after clustering and the rewrite must be refused, its files removed."""
+    import dataclasses
+
+    from pyspark.sql import functions as F
+
+    from optimizer.clustering import job
+
+    table = open_table(str(tmp_path / "t"))
+    table.create(spark, spark.createDataFrame(random_rows(200, seed=11), SCHEMA).repartition(4))
+    real = job.cluster_frame
+
+    def damaged(frame, *args, **kwargs):  # type: ignore[no-untyped-def]
+        layout = real(frame, *args, **kwargs)
+        laid_out = layout.frame
+        if damage == "drop a row":
+            laid_out = laid_out.limit(199)
+        elif damage == "duplicate a row":
+            laid_out = laid_out.unionByName(laid_out.limit(1))
+        else:
+            laid_out = laid_out.withColumn("i", F.when(F.col("i") == 3, F.lit(4)).otherwise(F.col("i")))
+        return dataclasses.replace(layout, frame=laid_out)
+
+    monkeypatch.setattr(job, "cluster_frame", damaged)
+    with pytest.raises(errors.ClusteringError, match="written rows differ"):
+        optimize(spark, table, LAYOUTS["combined"], target_file_size=1 << 20)
+    assert table.snapshot().version == 0
+    assert not [d for d in os.listdir(table.uri) if d.startswith("optimize-")]
+
+
 def test_losing_a_race_commits_nothing(spark, tmp_path):
     table = open_table(str(tmp_path / "t"))
     table.create(spark, spark.createDataFrame(random_rows(200, seed=9), SCHEMA).repartition(4))
