@@ -196,6 +196,19 @@ def _add_querylog(commands: Any) -> None:
             sub.add_argument("--text-column", help="history: column with the query text")
             sub.add_argument("--time-column", help="history: column with the start time")
             sub.add_argument("--id-column", help="history: column with the query id")
+            sub.add_argument("--schema-file", help="SQL DDL or YAML of the tables queries read (with --config: wins)")
+            sub.add_argument(
+                "--schema-location",
+                action="append",
+                default=[],
+                help="directory of Delta tables whose schemas resolve columns (repeatable; adds to --config's)",
+            )
+            sub.add_argument("--spark-catalog", action="store_true", help="also resolve with the Spark catalog")
+            sub.add_argument(
+                "--derive-joins",
+                action="store_true",
+                help="record filters that joins imply on watched tables' keys (evaluates dimension filters on Spark)",
+            )
         else:
             sub.add_argument("--last", type=int, default=50)
         if name == "show":

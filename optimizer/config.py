@@ -246,6 +246,15 @@ class ServiceSettings(_Model):
         return self.cost_model or str(Path(self.state_dir) / "costmodel.json")
 
 
+class SchemaSettings(_Model):
+    """Where the schemas of tables that logged queries join come from (`optimizer.catalog`), so every
+    column resolves to its table; the watched tables' own schemas are always used."""
+
+    file: str | None = Field(None, description="SQL DDL (CREATE TABLE ...) or YAML {table: {column: type}}")
+    locations: tuple[str, ...] = Field((), description="directories holding Delta tables, searched 3 levels down")
+    spark_catalog: bool = Field(False, description="also read the tables of the Spark session's catalog")
+
+
 class LoggingSettings(_Model):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = Field("text", description="text for humans, json for log shippers")
@@ -259,6 +268,7 @@ class Config(_Model):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     defaults: Thresholds = Field(default_factory=Thresholds)
     tables: tuple[TableSettings, ...] = ()
+    schemas: SchemaSettings = Field(default_factory=SchemaSettings)
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)

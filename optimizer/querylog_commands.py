@@ -10,35 +10,61 @@ from optimizer.errors import DeltaOptError
 
 
 def _querylog_target(args: argparse.Namespace):
-    """The log table and SQL context from --config/--table, or from --log alone."""
+    """The log table and SQL context from --config/--table, or from --log alone, resolving with the
+    schema sources of the configuration plus the command line's (and, with --derive-joins, deriving
+    join filters on Spark)."""
+    from optimizer.catalog import build_catalog
+    from optimizer.config import SparkSettings
     from optimizer.querylog_context import sql_context
+    from querylog.capture import SqlContext
     from querylog.store import QueryLogTable
 
     if args.config:
         config, table = configured_table(args)
-        return QueryLogTable(args.log or table.query_log_path), sql_context(config)
-    if not args.log:
+        log_table = QueryLogTable(args.log or table.query_log_path)
+        watched, sources, spark_settings = {t.name: t.path for t in config.tables}, config.schemas, config.spark
+    elif args.log:
+        config, log_table = None, QueryLogTable(args.log)
+        watched, sources, spark_settings = _located_table(args.log), None, SparkSettings()
+    else:
         raise DeltaOptError("give --log PATH, or --config FILE [--table NAME]")
-    return QueryLogTable(args.log), _located_context(args.log)
+    derive = getattr(args, "derive_joins", False)
+    use_catalog = getattr(args, "spark_catalog", False) or bool(sources and sources.spark_catalog)
+    spark = _session(spark_settings) if use_catalog or derive else None
+    catalog = build_catalog(
+        watched,
+        schema_file=getattr(args, "schema_file", None) or (sources.file if sources else None),
+        locations=(*(sources.locations if sources else ()), *getattr(args, "schema_location", [])),
+        spark=spark if use_catalog else None,
+    )
+    if config is not None:
+        context = sql_context(config, catalog)
+    else:  # --log alone: every table is logged; the one beside the log is known by name and path
+        aliases = {n.lower(): n.lower() for n in watched} | {p.rstrip("/"): n.lower() for n, p in watched.items()}
+        context = SqlContext(schema=catalog.schema or None, aliases=aliases)
+    if derive and spark is not None:
+        from dataclasses import replace
+
+        from optimizer.joins import JoinDeriver
+
+        context = replace(context, derive=JoinDeriver(spark, catalog.locations))
+    return log_table, context
 
 
-def _located_context(log_path: str) -> Any:
-    """With --log alone: the schema of the table the log sits beside (``<table>_querylog``, the default
-    layout), so its columns resolve; every other table gets an open schema."""
-    from optimizer.errors import TableAccessError
-    from optimizer.querylog_context import table_columns
-    from querylog.capture import SqlContext
+def _session(settings: Any) -> Any:
+    from optimizer.runtime import build_session
 
+    return build_session(settings)
+
+
+def _located_table(log_path: str) -> dict[str, str]:
+    """With --log alone: the table the log sits beside (``<table>_querylog``, the default layout), so
+    its columns resolve."""
     base = log_path.rstrip("/")
     if not base.endswith("_querylog"):
-        return SqlContext()
+        return {}
     table_path = base[: -len("_querylog")]
-    name = table_path.rsplit("/", 1)[-1].lower()
-    try:
-        columns = table_columns(table_path)
-    except TableAccessError:
-        return SqlContext()
-    return SqlContext(schema={name: columns}, aliases={name: name, table_path: name})
+    return {table_path.rsplit("/", 1)[-1].lower(): table_path}
 
 
 def cmd_querylog_import(args: argparse.Namespace) -> int:

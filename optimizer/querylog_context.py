@@ -1,35 +1,39 @@
 """How configured tables appear in queries: the `SqlContext` importers and recorders use.
 
-For each configured table: its Delta schema (so unqualified columns in joins resolve), and its name
-and path as aliases of its log identity (``table_id``), which is also what is watched.
+The schemas of the watched tables and of the configured schema sources (`optimizer.catalog`), so
+every column of a join resolves to its table; each watched table's name and path are aliases of its
+log identity (``table_id``), which is also what is watched.
 """
 
 from __future__ import annotations
 
-import logging
+from typing import TYPE_CHECKING
 
+from optimizer.catalog import Catalog, build_catalog, table_columns
 from optimizer.config import Config
-from optimizer.errors import TableAccessError
-from optimizer.table import open_table
 from querylog.capture import SqlContext
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["catalog_for", "sql_context", "table_columns"]
 
 
-def table_columns(path: str) -> dict[str, str]:
-    """{column: Spark type} of the Delta table at `path`."""
-    schema = open_table(path).snapshot().spark_schema()
-    return {f.name.lower(): f.dataType.simpleString() for f in schema.fields}
+def catalog_for(config: Config, spark: SparkSession | None = None) -> Catalog:
+    """The configured schema sources; the Spark catalog only when enabled and a session is given."""
+    sources = config.schemas
+    return build_catalog(
+        {t.name: t.path for t in config.tables},
+        schema_file=sources.file,
+        locations=sources.locations,
+        spark=spark if sources.spark_catalog else None,
+    )
 
 
-def sql_context(config: Config) -> SqlContext:
-    schema: dict[str, dict[str, str]] = {}
+def sql_context(config: Config, catalog: Catalog | None = None) -> SqlContext:
+    catalog = catalog or catalog_for(config)
     aliases: dict[str, str] = {}
     for table in config.tables:
         aliases[table.name.lower()] = table.identity
         aliases[table.path.rstrip("/")] = table.identity
-        try:
-            schema[table.name.lower()] = table_columns(table.path)
-        except TableAccessError as err:
-            log.warning("no schema for %s (%s): unqualified columns in joins stay unresolved", table.name, err)
-    return SqlContext(schema=schema or None, watched={t.identity for t in config.tables}, aliases=aliases)
+    return SqlContext(schema=catalog.schema or None, watched={t.identity for t in config.tables}, aliases=aliases)

@@ -14,10 +14,10 @@ from datetime import datetime
 from sqlglot import exp
 
 from querylog.errors import PredicateError
-from querylog.predicates.attribute import Schema, scan_filters, table_identity
+from querylog.predicates.attribute import JoinKey, Schema, scan_filters, table_identity
 from querylog.predicates.normalize import canonical_conjuncts
 from querylog.predicates.parse import parse_condition
-from querylog.records import QuarantineRecord, ScanRecord
+from querylog.records import DerivedFilter, QuarantineRecord, ScanRecord
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,16 @@ class Captured:
 
     scans: tuple[ScanRecord, ...] = ()
     quarantined: tuple[QuarantineRecord, ...] = ()
+    statements: int = 0  # SQL statements read
+    resolved: int = 0  # of which every table's schema was known (all columns attributed for sure)
 
     def __add__(self, other: Captured) -> Captured:
-        return Captured(self.scans + other.scans, self.quarantined + other.quarantined)
+        return Captured(
+            self.scans + other.scans,
+            self.quarantined + other.quarantined,
+            self.statements + other.statements,
+            self.resolved + other.resolved,
+        )
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,13 @@ class Metrics:
     bytes_scanned: int | None = None
     files_scanned: int | None = None
     duration_ms: int | None = None
+
+
+Derive = Callable[[JoinKey], tuple[DerivedFilter, ...]]
+"""The canonical conjuncts a join implies on the scan's key column; none when unknown (a table it
+cannot read, too costly, nothing matched). Supplied by whoever can read the other table
+(`optimizer.joins`); must be sound: every key of the other table's rows that satisfy its filters
+satisfies the derived filter."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +61,7 @@ class SqlContext:
     identity: Callable[[exp.Table], str] = table_identity
     watched: Collection[str] | None = None
     aliases: Mapping[str, str] = field(default_factory=dict)  # name in SQL -> log identity
+    derive: Derive | None = None  # join-derived filters for watched scans (None: none derived)
 
     def resolve(self, table: exp.Table) -> str:
         name = self.identity(table)
@@ -103,7 +118,7 @@ def capture_sql(
     no watched table."""
 
     def quarantine(reason: str) -> Captured:
-        return Captured(quarantined=(QuarantineRecord(ts, source, location or "-", reason, sql),))
+        return Captured(quarantined=(QuarantineRecord(ts, source, location or "-", reason, sql),), statements=1)
 
     try:
         result = scan_filters(sql, context.schema, context.resolve)
@@ -115,13 +130,15 @@ def capture_sql(
         return quarantine(f"reads no watched table (reads: {', '.join(read) or 'nothing'})")
     query_id = query_id or uuid.uuid4().hex
     single = len(scans) == 1
-    return Captured(
-        scans=tuple(
+    records = []
+    for s in scans:
+        derived = _derived(s.joins, s.filters, context.derive)
+        records.append(
             ScanRecord(
                 query_id=query_id,
                 ts=ts,
                 table_id=s.table,
-                filters=s.filters,
+                filters=tuple(sorted({*s.filters, *(d.filter for d in derived)})),
                 columns=s.columns,
                 source=source,
                 raw=sql,
@@ -129,7 +146,19 @@ def capture_sql(
                 bytes_scanned=metrics.bytes_scanned if single else None,
                 files_scanned=metrics.files_scanned if single else None,
                 duration_ms=metrics.duration_ms if single else None,
+                derived=derived,
             )
-            for s in scans
         )
-    )
+    return Captured(scans=tuple(records), statements=1, resolved=int(not result.unresolved))
+
+
+def _derived(joins: Sequence[JoinKey], stated: Sequence[str], derive: Derive | None) -> tuple[DerivedFilter, ...]:
+    """The join-derived filters of a scan that the query does not already state."""
+    if derive is None:
+        return ()
+    found: dict[str, DerivedFilter] = {}
+    for key in joins:
+        for derived in derive(key):
+            if derived.filter not in stated:
+                found.setdefault(derived.filter, derived)
+    return tuple(found[k] for k in sorted(found))

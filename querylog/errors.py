@@ -25,3 +25,7 @@ class LogTableError(QueryLogError):
 
 class ImportSourceError(QueryLogError):
     """An import source (SQL file, history export, event log) cannot be opened at all."""
+
+
+class SchemaSourceError(QueryLogError):
+    """A schema source (DDL or YAML file, Delta location, catalog) cannot be read or is malformed."""

@@ -17,6 +17,9 @@ files_scanned      int64, nullable
 duration_ms        int64, nullable
 source             string                       recorder, dataframe, sqlfile, history, eventlog
 raw                string, nullable             the source text (SQL or plan fragment), for audit
+derived            list<struct>, nullable       filters in ``filters`` a join implies rather than the query
+                                                states: ``filter`` and ``via`` (the other table's key and
+                                                filter it stands for); absent from logs older than it
 =================  ===========================  ==============================================================
 
 The quarantine table keeps every input that could not be turned into rows, with the reason.
@@ -46,8 +49,10 @@ LOG_SCHEMA = pa.schema(
         pa.field("duration_ms", pa.int64()),
         pa.field("source", pa.string(), nullable=False),
         pa.field("raw", pa.string()),
+        pa.field("derived", pa.list_(pa.struct([("filter", pa.string()), ("via", pa.string())]))),
     ]
 )
+OPTIONAL_LOG_COLUMNS = frozenset({"derived"})  # added after version 1's first release: may be absent
 
 QUARANTINE_SCHEMA = pa.schema(
     [
@@ -69,6 +74,15 @@ def clip(text: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
+class DerivedFilter:
+    """A filter a join implies on a scan's key: ``filter`` (canonical, also among the scan's filters)
+    holds on every row of the scan that joins a row of the other table satisfying ``via``."""
+
+    filter: str
+    via: str  # e.g. "date_dim.d_date_sk WHERE d_year = 2001"
+
+
+@dataclass(frozen=True)
 class ScanRecord:
     """One row of the query log."""
 
@@ -82,6 +96,7 @@ class ScanRecord:
     bytes_scanned: int | None = None
     files_scanned: int | None = None
     duration_ms: int | None = None
+    derived: tuple[DerivedFilter, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,6 +125,7 @@ def scans_to_arrow(records: Sequence[ScanRecord]) -> pa.Table:
                 "duration_ms": r.duration_ms,
                 "source": r.source,
                 "raw": clip(r.raw),
+                "derived": [{"filter": d.filter, "via": d.via} for d in r.derived] or None,
             }
             for r in records
         ],
@@ -131,8 +147,9 @@ def scans_from_arrow(table: pa.Table) -> list[ScanRecord]:
             bytes_scanned=row.get("bytes_scanned"),
             files_scanned=row.get("files_scanned"),
             duration_ms=row.get("duration_ms"),
+            derived=tuple(DerivedFilter(d["filter"], d["via"]) for d in row.get("derived") or ()),
         )
-        for row in table.select(LOG_SCHEMA.names).to_pylist()
+        for row in table.select([n for n in LOG_SCHEMA.names if n in table.column_names]).to_pylist()
     ]
 
 

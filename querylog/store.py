@@ -25,6 +25,7 @@ from deltalake.transaction import CommitProperties, Transaction
 from querylog.errors import LogTableError
 from querylog.records import (
     LOG_SCHEMA,
+    OPTIONAL_LOG_COLUMNS,
     QUARANTINE_SCHEMA,
     SCHEMA_VERSION,
     QuarantineRecord,
@@ -92,6 +93,7 @@ class _DeltaStore:
                 configuration=dict(self.configuration) or None,
                 storage_options=self.storage_options,
                 commit_properties=CommitProperties(app_transactions=transactions, max_commit_retries=20),
+                schema_mode="merge",  # a log written before an optional column existed gains it
             )
         except (DeltaError, OSError, ValueError) as err:
             raise LogTableError(f"cannot append to {self.uri}: {err}") from err
@@ -105,7 +107,7 @@ class _DeltaStore:
 
     def _check_schema(self, table: DeltaTable) -> None:
         actual = pa.schema(table.schema().to_arrow())
-        missing = [name for name in self.schema.names if name not in actual.names]
+        missing = [n for n in self.schema.names if n not in actual.names and n not in OPTIONAL_LOG_COLUMNS]
         if missing:
             raise LogTableError(f"{self.uri} is not a {self.description}: missing columns {missing}")
 

@@ -32,6 +32,7 @@ from typing import Any
 import networkx as nx
 
 from optimizer.analysis.correlation import sop_correlation_graph, z_correlation_graph
+from optimizer.analysis.join_sources import join_sources
 from optimizer.analysis.sample import Evaluation
 from optimizer.analysis.traversal import Traversal, traverse
 from optimizer.analysis.workload import PredicateUse, Workload, ZCandidate, sop_candidates, summarize
@@ -76,6 +77,7 @@ class Analysis:
     candidates: tuple[CandidateReport, ...]
     seconds: dict[str, float] = field(default_factory=dict)
     malformed_rows: int = 0
+    from_joins: dict[str, dict[str, object]] = field(default_factory=dict)  # feature -> dimension filters
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -88,6 +90,7 @@ class Analysis:
             "features": self.features.as_dict(),
             "candidates": [{**asdict(c), "role": c.role.value} for c in self.candidates],
             "seconds": self.seconds,
+            "from_joins": self.from_joins,
         }
 
 
@@ -102,6 +105,7 @@ def analyse(
     (``(z_expressions, sop_predicates) -> Evaluation`` on a data sample)."""
     clock = time.perf_counter()
     seconds: dict[str, float] = {}
+    records = list(records)
     workload = summarize(records, now, thresholds.recency_half_life)
     seconds["workload"] = time.perf_counter() - clock
     gate = _gate(thresholds)
@@ -132,6 +136,7 @@ def analyse(
         candidates=tuple(reports),
         seconds={k: round(v, 4) for k, v in seconds.items()},
         malformed_rows=workload.malformed,
+        from_joins=join_sources(records, [*z.chosen, *z.additional, *sop.chosen, *sop.additional]),
     )
 
 

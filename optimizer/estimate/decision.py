@@ -472,4 +472,5 @@ def _summary(analysis: Analysis) -> dict[str, object]:
         "malformed_rows": analysis.malformed_rows,
         "sample_rows": analysis.sample_rows,
         "candidates": [{"feature": c.feature, "role": c.role.value, "reason": c.reason} for c in analysis.candidates],
+        "from_joins": analysis.from_joins,  # features that stand for dimension filters, and which
     }

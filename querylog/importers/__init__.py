@@ -20,11 +20,19 @@ class ImportReport:
     already_imported: bool = False
     warnings: tuple[str, ...] = ()  # the source was read, but what it gave looks wrong
     newest: datetime | None = None  # the latest scan appended
+    statements: int = 0  # SQL statements among the entries
+    resolved: int = 0  # statements whose every table's schema was known
+    derived: int = 0  # join-derived filters recorded
 
     def describe(self) -> str:
         if self.already_imported:
             return f"{self.source}: already imported (same content), nothing appended"
         text = f"{self.source}: {self.entries} entries -> {self.scans} scan rows, {self.quarantined} quarantined"
+        if self.statements:
+            text += (
+                f"; {self.resolved} of {self.statements} statements resolved fully (every table's schema known),"
+                f" {self.derived} join-derived filter(s)"
+            )
         return text + "".join(f"\n  WARNING: {w}" for w in self.warnings)
 
 
@@ -50,5 +58,13 @@ def commit_import(
     log.append(captured.scans, key, 0)
     newest = max((s.ts for s in captured.scans), default=None)
     return ImportReport(
-        source, entries, len(captured.scans), len(captured.quarantined), warnings=warnings, newest=newest
+        source,
+        entries,
+        len(captured.scans),
+        len(captured.quarantined),
+        warnings=warnings,
+        newest=newest,
+        statements=captured.statements,
+        resolved=captured.resolved,
+        derived=sum(len(s.derived) for s in captured.scans),
     )

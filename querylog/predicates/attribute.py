@@ -47,6 +47,18 @@ NULL_TOLERANT = (exp.Is, exp.Coalesce, exp.NullSafeEQ, exp.NullSafeNEQ, exp.If, 
 
 
 @dataclass(frozen=True)
+class JoinKey:
+    """An inner equi-join of a scan's `column` with `other_column` of table `other`, whose scan is
+    filtered by `other_filters`: every row of the scan that reaches the join's output has a key among
+    `other`'s keys satisfying those filters (what a join-derived filter states)."""
+
+    column: str
+    other: str
+    other_column: str
+    other_filters: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TableScan:
     """One scan of a base table with the canonical conjuncts pushed to it."""
 
@@ -54,6 +66,7 @@ class TableScan:
     alias: str
     filters: tuple[str, ...]
     columns: tuple[str, ...]  # columns read; ("*",) when a star could not be expanded
+    joins: tuple[JoinKey, ...] = ()  # inner equi-joins with a filtered table
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,7 @@ class QueryScans:
     scans: tuple[TableScan, ...]
     join_predicates: int
     unattributed: tuple[str, ...]  # conjuncts whose table could not be decided (no schema)
+    unresolved: tuple[str, ...] = ()  # tables whose schema was not given (an open schema stood in)
 
 
 def table_identity(table: exp.Table) -> str:
@@ -118,7 +132,7 @@ def scan_filters(
         scans += found
         joins += scope_joins
         unattributed += lost
-    return QueryScans(tuple(scans), joins, tuple(unattributed))
+    return QueryScans(tuple(scans), joins, tuple(unattributed), tuple(sorted(resolved.opened)))
 
 
 @dataclass(frozen=True)
@@ -195,6 +209,7 @@ def _scope_scans(scope: Scope, identity: Identity, resolved: OpenSchemas) -> tup
     filters, pool, null_supplying = _join_conjuncts(select, tables)
     joins = 0
     lost: list[str] = []
+    equalities: list[tuple[exp.Column, exp.Column]] = []
     for conjunct in pool:
         if _has_subquery(conjunct):
             continue
@@ -213,20 +228,62 @@ def _scope_scans(scope: Scope, identity: Identity, resolved: OpenSchemas) -> tup
                 filters[alias].append(conjunct)
         elif len(aliases) > 1:
             joins += 1
+            pair = _column_equality(conjunct)
+            if pair is not None:
+                equalities.append(pair)
             for alias in aliases & tables.keys():
                 implied = _implied_filter(conjunct, alias)
                 if implied is not None and alias not in null_supplying:
                     filters[alias].append(implied)
 
-    scans = []
     columns = _read_columns(scope, tables)
-    for alias, table in tables.items():
-        canonical: set[str] = set()
+    canonical: dict[str, tuple[str, ...]] = {}
+    for alias in tables:
+        found: set[str] = set()
         for conjunct in filters.get(alias, []):
-            canonical.update(canonical_conjuncts(conjunct, qualifiers=[alias]))
+            found.update(canonical_conjuncts(conjunct, qualifiers=[alias]))
+        canonical[alias] = tuple(sorted(found))
+    keys = _join_keys(equalities, tables, canonical, null_supplying, identity)
+    scans = []
+    for alias, table in tables.items():
         read = ("*",) if resolved.star and table.name.lower() in resolved.opened else columns.get(alias, ())
-        scans.append(TableScan(identity(table), alias, tuple(sorted(canonical)), read))
+        scans.append(TableScan(identity(table), alias, canonical[alias], read, tuple(keys.get(alias, ()))))
     return scans, joins, lost
+
+
+def _column_equality(conjunct: exp.Expr) -> tuple[exp.Column, exp.Column] | None:
+    """``a.x = b.y`` between two plain columns of different tables."""
+    conjunct = conjunct.unnest()
+    if not isinstance(conjunct, exp.EQ):
+        return None
+    left, right = conjunct.this.unnest(), conjunct.expression.unnest()
+    if isinstance(left, exp.Column) and isinstance(right, exp.Column) and left.table != right.table:
+        return left, right
+    return None
+
+
+def _join_keys(
+    equalities: list[tuple[exp.Column, exp.Column]],
+    tables: Mapping[str, exp.Table],
+    filters: Mapping[str, tuple[str, ...]],
+    null_supplying: set[str],
+    identity: Identity,
+) -> dict[str, list[JoinKey]]:
+    """Per alias, its inner equi-joins with a base table whose scan has filters. Neither side may be
+    padded with NULLs by an outer join: there, a row survives without a match."""
+    keys: dict[str, list[JoinKey]] = {}
+    for left, right in equalities:
+        for own, other in ((left, right), (right, left)):
+            if (
+                own.table in tables
+                and other.table in tables
+                and filters.get(other.table)
+                and not {own.table, other.table} & null_supplying
+            ):
+                key = JoinKey(own.name.lower(), identity(tables[other.table]), other.name.lower(), filters[other.table])
+                if key not in keys.setdefault(own.table, []):
+                    keys[own.table].append(key)
+    return keys
 
 
 def _join_conjuncts(

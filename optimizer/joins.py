@@ -1,0 +1,118 @@
+"""Join-derived filters: what a dimension filter implies on a fact table's join key.
+
+In a star schema the selective filters of a fact-table query sit on the dimension tables
+(``ss_sold_date_sk = d_date_sk AND d_year = 2001``); the fact scan itself states none. Evaluating the
+dimension's filters on the dimension table gives the keys that can join, and so a filter on the fact
+key that every joining fact row satisfies: the key range (``ss_sold_date_sk >= a AND
+ss_sold_date_sk <= b``), or the key list when it is short. The query log records it as derived, and
+the analyser treats it as any other filter, so the fact table can be laid out by the join key, which
+is what lets engines prune fact files at run time (dynamic file pruning).
+
+Sound by construction: the derived filter holds for every key of the dimension rows that satisfy the
+filters, and a fact row reaches an inner join's output only with such a key (a NULL key never
+joins). It describes the dimension table's version it was computed on; it is a workload fact for the
+analyser, never used to answer the query.
+
+Cost is bounded: one aggregation per (dimension table, version, key column, filters), cached; tables
+above `max_rows` rows (not dimensions) are not evaluated; only tables found by name in the
+`Catalog`'s locations are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from optimizer.errors import DeltaOptError
+from optimizer.spark_expr import expression_column
+from optimizer.table import open_table
+from querylog.errors import QueryLogError
+from querylog.predicates.attribute import JoinKey
+from querylog.predicates.normalize import canonical_conjuncts
+from querylog.records import DerivedFilter
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class JoinDeriver:
+    """A `querylog.capture.Derive`: evaluates dimension filters on the dimension tables at `locations`
+    ({lower-case table name: URI}) through `spark`."""
+
+    spark: SparkSession
+    locations: Mapping[str, str]
+    max_in: int = 32  # keys listed as IN up to this many; a range beyond
+    max_rows: int = 20_000_000  # larger tables are facts, not dimensions: not evaluated
+    evaluated: int = 0  # aggregations run (cache misses)
+    _cache: dict[tuple[Any, ...], tuple[DerivedFilter, ...]] = field(default_factory=dict)
+
+    def __call__(self, key: JoinKey) -> tuple[DerivedFilter, ...]:
+        uri = self._locate(key.other)
+        if uri is None:
+            return ()
+        try:
+            snapshot = open_table(uri).snapshot()
+        except DeltaOptError as err:
+            log.warning("cannot derive from %s: %s", key.other, err)
+            return ()
+        if (snapshot.num_records or 0) > self.max_rows:
+            return ()
+        cache_key = (uri, snapshot.version, key.column, key.other_column, key.other_filters)
+        if cache_key not in self._cache:
+            self._cache[cache_key] = self._evaluate(uri, key)
+        return self._cache[cache_key]
+
+    def _locate(self, name: str) -> str | None:
+        name = name.lower()
+        return self.locations.get(name) or self.locations.get(name.rsplit(".", 1)[-1])
+
+    def _evaluate(self, uri: str, key: JoinKey) -> tuple[DerivedFilter, ...]:
+        from pyspark.sql import functions as F
+
+        self.evaluated += 1
+        table = open_table(uri)
+        snapshot = table.snapshot()
+        try:
+            frame = table.read_files(self.spark, snapshot.files, snapshot)
+            for text in key.other_filters:
+                frame = frame.filter(expression_column(text))
+            column = F.col(f"`{key.other_column}`")
+            keys = frame.select(column.alias("k")).where(F.col("k").isNotNull()).distinct()
+            values = [r["k"] for r in keys.limit(self.max_in + 1).collect()]
+            if len(values) > self.max_in:
+                low, high = keys.agg(F.min("k"), F.max("k")).collect()[0]
+                conjuncts = [_compare(exp.GTE, key.column, low), _compare(exp.LTE, key.column, high)]
+            elif values:
+                conjuncts = [_in_list(key.column, values)]
+            else:
+                return ()  # nothing joins: the query reads no fact row, which says nothing about layout
+            filters = [t for c in conjuncts for t in canonical_conjuncts(c)]
+        except (QueryLogError, DeltaOptError) as err:
+            log.warning("cannot derive from %s: %s", key.other, err)
+            return ()
+        except Exception as err:  # Spark's AnalysisException: a filter the dimension cannot evaluate
+            log.warning("cannot derive from %s: %s", key.other, str(err).splitlines()[0] if str(err) else err)
+            return ()
+        via = f"{key.other}.{key.other_column} WHERE {' AND '.join(key.other_filters)}"
+        return tuple(DerivedFilter(f, via) for f in filters)
+
+
+def _literal(value: Any) -> exp.Expr:
+    return exp.convert(value)
+
+
+def _compare(kind: type[exp.Expr], column: str, value: Any) -> exp.Expr:
+    return kind(this=exp.column(column), expression=_literal(value))
+
+
+def _in_list(column: str, values: list[Any]) -> exp.Expr:
+    if len(values) == 1:
+        return exp.EQ(this=exp.column(column), expression=_literal(values[0]))
+    return exp.In(this=exp.column(column), expressions=[_literal(v) for v in sorted(values)])

@@ -1,0 +1,149 @@
+"""Join-derived filters: the hand-computed key range or list, soundness for pruning, the log."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from optimizer.joins import JoinDeriver
+from optimizer.skipping.scan import plan_scan
+from optimizer.table import open_table
+from querylog.capture import SqlContext, capture_sql
+from querylog.predicates.attribute import JoinKey
+from querylog.records import DerivedFilter, scans_to_arrow
+from querylog.store import QueryLogTable
+
+pytestmark = pytest.mark.spark
+TS = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def _date_dim(path, rng):  # type: ignore[no-untyped-def]
+    """Keys 1..240, twelve months per year over 2000-2019 with a shuffled key order."""
+    keys = list(range(1, 241))
+    rng.shuffle(keys)
+    rows = [(k, 2000 + i // 12, i % 12 + 1) for i, k in enumerate(keys)]
+    write_deltalake(
+        str(path),
+        pa.table(
+            {
+                "d_date_sk": pa.array([r[0] for r in rows], pa.int64()),
+                "d_year": pa.array([r[1] for r in rows], pa.int32()),
+                "d_moy": pa.array([r[2] for r in rows], pa.int32()),
+            }
+        ),
+    )
+    return rows
+
+
+def test_a_range_when_many_keys_join_a_list_when_few(spark, tmp_path):
+    rows = _date_dim(tmp_path / "date_dim", random.Random(1))
+    deriver = JoinDeriver(spark, {"date_dim": str(tmp_path / "date_dim")}, max_in=5)
+    in_2001 = sorted(k for k, year, _ in rows if year == 2001)
+    wide = deriver(JoinKey("ss_sold_date_sk", "date_dim", "d_date_sk", ("d_year = 2001",)))
+    assert {d.filter for d in wide} == {f"ss_sold_date_sk <= {in_2001[-1]}", f"ss_sold_date_sk >= {in_2001[0]}"}
+    assert {d.via for d in wide} == {"date_dim.d_date_sk WHERE d_year = 2001"}
+    narrow_keys = sorted(k for k, year, month in rows if year == 2001 and month <= 3)
+    narrow = deriver(JoinKey("ss_sold_date_sk", "date_dim", "d_date_sk", ("d_moy <= 3", "d_year = 2001")))
+    assert [d.filter for d in narrow] == [f"ss_sold_date_sk IN ({', '.join(map(str, narrow_keys))})"]
+    assert deriver(JoinKey("k", "date_dim", "d_date_sk", ("d_year = 1900",))) == ()  # nothing joins
+    assert deriver(JoinKey("k", "unknown_dim", "x", ("x = 1",))) == ()  # not found: nothing derived
+
+
+def test_one_aggregation_per_filter_and_table_version(spark, tmp_path):
+    _date_dim(tmp_path / "date_dim", random.Random(2))
+    deriver = JoinDeriver(spark, {"date_dim": str(tmp_path / "date_dim")})
+    key = JoinKey("ss_sold_date_sk", "date_dim", "d_date_sk", ("d_year = 2003",))
+    first = deriver(key)
+    assert deriver(key) == first and deriver.evaluated == 1
+    write_deltalake(
+        str(tmp_path / "date_dim"),
+        pa.table({"d_date_sk": pa.array([999], pa.int64()), "d_year": pa.array([2003], pa.int32()), "d_moy": [1]}),
+        mode="append",
+    )
+    assert deriver(key) != first and deriver.evaluated == 2  # a new version is evaluated again
+    small = JoinDeriver(spark, {"date_dim": str(tmp_path / "date_dim")}, max_rows=100)
+    assert small(key) == ()  # larger than a dimension may be: not evaluated
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_derived_filter_never_drops_a_fact_file_with_a_joining_row(spark, tmp_path, seed):
+    """Fact files pruned by the derived filter: every file holding a row whose key joins a dimension
+    row satisfying the dimension filter is kept."""
+    rng = random.Random(seed)
+    rows = _date_dim(tmp_path / "date_dim", rng)
+    fact = tmp_path / "store_sales"
+    for _ in range(8):
+        low = rng.randint(-10, 250)
+        keys = [rng.choice([None, rng.randint(low, low + rng.randint(0, 40))]) for _ in range(30)]
+        write_deltalake(str(fact), pa.table({"ss_sold_date_sk": pa.array(keys, pa.int64())}), mode="append")
+    year, month = rng.randint(1999, 2020), rng.randint(1, 12)
+    dimension_filter = rng.choice([(f"d_year = {year}",), (f"d_moy >= {month}", f"d_year = {year}"), ("d_moy = 2",)])
+    deriver = JoinDeriver(spark, {"date_dim": str(tmp_path / "date_dim")}, max_in=rng.choice([3, 50]))
+    derived = deriver(JoinKey("ss_sold_date_sk", "date_dim", "d_date_sk", dimension_filter))
+    joining = {k for k, y, m in rows if _holds(dimension_filter, y, m)}
+    table = open_table(str(fact))
+    kept = {f.path for f in plan_scan(table, " AND ".join(d.filter for d in derived) or None).files}
+    for data_file in table.snapshot().files:
+        content = set(table_keys(spark, table, data_file))
+        if content & joining:
+            assert data_file.path in kept, f"{dimension_filter}: a file with joining keys was skipped"
+
+
+def table_keys(spark, table, data_file):  # type: ignore[no-untyped-def]
+    frame = table.read_files(spark, [data_file], table.snapshot())
+    return [r[0] for r in frame.collect() if r[0] is not None]
+
+
+def _holds(filters: tuple[str, ...], year: int, month: int) -> bool:
+    env = {"d_year": year, "d_moy": month}
+    for text in filters:
+        column, op, value = text.split()
+        left, right = env[column], int(value)
+        if not {"=": left == right, ">=": left >= right}[op]:
+            return False
+    return True
+
+
+def test_the_log_records_derived_filters_and_reads_logs_without_them(spark, tmp_path):
+    _date_dim(tmp_path / "date_dim", random.Random(3))
+    schema = {
+        "store_sales": {"ss_sold_date_sk": "bigint", "ss_net_paid": "decimal(7,2)"},
+        "date_dim": {"d_date_sk": "bigint", "d_year": "int", "d_moy": "int"},
+    }
+    context = SqlContext(
+        schema=schema, watched={"store_sales"}, derive=JoinDeriver(spark, {"date_dim": str(tmp_path / "date_dim")})
+    )
+    sql = "SELECT SUM(ss_net_paid) FROM store_sales JOIN date_dim ON ss_sold_date_sk = d_date_sk WHERE d_year = 2002"
+    log = QueryLogTable(str(tmp_path / "log"))
+    plain = capture_sql("SELECT * FROM store_sales WHERE ss_net_paid > 1", TS, "t", context).scans
+    write_deltalake(log.uri, scans_to_arrow(plain).drop_columns(["derived"]))  # a log from before the column
+    (scan,) = capture_sql(sql, TS, "t", context).scans
+    assert set(scan.filters) == {d.filter for d in scan.derived}
+    assert scan.derived[0].filter.startswith("ss_sold_date_sk IN (")
+    assert all(d.via == "date_dim.d_date_sk WHERE d_year = 2002" for d in scan.derived)
+    log.append([scan])
+    stored = sorted(log.read("store_sales"), key=lambda r: len(r.derived))
+    assert [r.derived for r in stored] == [(), scan.derived]
+    assert isinstance(stored[1].derived[0], DerivedFilter)
+
+
+def test_the_analysis_says_which_features_stand_for_dimension_filters():
+    from optimizer.analysis.join_sources import join_sources
+    from querylog.records import ScanRecord
+
+    via_year = "date_dim.d_date_sk WHERE d_year = 2001"
+    via_month = "d.k WHERE m = 2"
+    records = [
+        ScanRecord("q1", TS, "s", ("k <= 9", "k >= 1"), ("k",), "t", derived=(DerivedFilter("k <= 9", via_year),)),
+        ScanRecord("q2", TS, "s", ("k IN (3, 4)",), ("k",), "t", derived=(DerivedFilter("k IN (3, 4)", via_month),)),
+        ScanRecord("q3", TS, "s", ("k >= 2", "x = 1"), ("k",), "t"),
+    ]
+    found = join_sources(records, ["k", "x", "k IN (3, 4)"])
+    assert found == {
+        "k": {"scans": 2, "via": [via_year, "d.k WHERE m = 2"]},
+        "k IN (3, 4)": {"scans": 1, "via": ["d.k WHERE m = 2"]},
+    }
