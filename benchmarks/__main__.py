@@ -16,6 +16,7 @@ BENCHMARKS = {
     "readers": "benchmarks.readers_bench",
     "replay": "benchmarks.replay_bench",
     "overhead": "benchmarks.overhead_bench",
+    "tpcds": "benchmarks.tpcds_bench",
 }
 
 

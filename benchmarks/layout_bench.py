@@ -137,9 +137,9 @@ def run(scale: float = 1.0, queries: int = 200) -> dict[str, object]:
         layouts.append((name, lineitem, result.seconds.get("total", 0.0)))
     sample = sample_frame(spark, base, snapshot, snapshot.files, thresholds.sample_rows).cache()
     records = log.read("lineitem")
-    replay = workload_replay(base, snapshot, snapshot.files, records, thresholds, NOW)
+    logged = workload_replay(base, snapshot, snapshot.files, records, thresholds, NOW)
     estimates = {
-        names.get(name, f"combined, {name}"): layout_benefit(replay, snapshot, chosen, sample, thresholds)
+        names.get(name, f"combined, {name}"): layout_benefit(logged, snapshot, chosen, sample, thresholds)
         for name, chosen in candidates.items()
     }
     picked = max(
