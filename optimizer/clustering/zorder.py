@@ -94,7 +94,8 @@ def interleave(ids: Sequence[Column], bits: Sequence[int]) -> Column:
 
 
 def interleave_value(ids: Sequence[int], bits: Sequence[int]) -> int:
-    """The Z-value `interleave` computes in Spark, in Python (for the driver's sample of keys)."""
+    """The Z-value `interleave` computes in Spark, for one row in Python (the reference the tests hold
+    Spark's expression and `_interleave_ids` to)."""
     key = position = 0
     for t in range(max(bits, default=0)):
         for i, value in enumerate(ids):
@@ -122,7 +123,8 @@ def zorder(
     boundaries of the order key; a file index computed from those boundaries then decides each row's
     file. Spark's range partitioning would instead read and compute the whole input once more just to
     sample it. Boundaries only balance file sizes: a sample that misjudges them makes files uneven,
-    never loses or moves a row between runs.
+    never loses a row; a row's file depends on its values alone, so a retried task sends it to the
+    same file.
     """
     from pyspark.sql import functions as F
 
