@@ -118,3 +118,25 @@ def test_importing_a_history_older_than_the_window_says_so(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 scan rows" in out
     assert "WARNING: every imported scan is older than the workload window (7 days; newest 2024-02-05)" in out
+
+
+def test_querylog_import_resolves_with_schema_sources_and_names_a_bad_one(tmp_path, capsys):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from querylog.store import QueryLogTable
+
+    warehouse = tmp_path / "warehouse"
+    write_deltalake(str(warehouse / "store_sales"), pa.table({"ss_sold_date_sk": [1], "ss_net_paid": [2.0]}))
+    write_deltalake(str(warehouse / "date_dim"), pa.table({"d_date_sk": [1], "d_year": [2001]}))
+    queries = tmp_path / "q.sql"
+    queries.write_text(
+        "SELECT SUM(ss_net_paid) FROM store_sales, date_dim WHERE ss_sold_date_sk = d_date_sk AND d_year = 2001;\n"
+    )
+    log = str(tmp_path / "log")
+    assert main(["querylog", "import", "--log", log, "--sql", str(queries), "--schema-location", str(warehouse)]) == 0
+    assert "1 of 1 statements resolved fully" in capsys.readouterr().out
+    assert {r.table_id: r.filters for r in QueryLogTable(log).read()}["date_dim"] == ("d_year = 2001",)
+    bad = ["querylog", "import", "--log", log, "--sql", str(queries), "--schema-file", str(tmp_path / "no.sql")]
+    assert main(bad) == 2
+    assert "cannot read schema file" in capsys.readouterr().err
