@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from optimizer.catalog import Catalog, build_catalog, table_columns
+from optimizer.catalog import Catalog, build_catalog
 from optimizer.config import Config
 from querylog.capture import SqlContext
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-__all__ = ["catalog_for", "sql_context", "table_columns"]
 
 
 def catalog_for(config: Config, spark: SparkSession | None = None) -> Catalog:
