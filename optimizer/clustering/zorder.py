@@ -160,8 +160,9 @@ def zorder(
 
 def _order_key(
     dimensions: Sequence[Dimension], leading: Sequence[str], values: Mapping[str, list[Any]]
-) -> tuple[list[Column], list[tuple[Any, ...]]]:
-    """What rows are ordered by, as Spark columns, and the same key for each sampled row in `values`."""
+) -> tuple[list[Column], list[list[Any]]]:
+    """What rows are ordered by, as Spark columns, and the same key's components over the sampled rows
+    in `values` (one list per component)."""
     from pyspark.sql import functions as F
 
     spark_columns = [F.col(f"`{c}`") for c in leading]
@@ -173,7 +174,7 @@ def _order_key(
         spark_columns.append(F.col("__zkey"))  # a column of its own: file index and sort compare it many times
         ids = [_range_ids(values[d.column], d.boundaries) for d in dimensions]
         parts.append(_interleave_ids(ids, [d.bits for d in dimensions]).tolist())
-    return spark_columns, list(zip(*parts, strict=True))
+    return spark_columns, parts
 
 
 def _range_ids(values: list[Any], boundaries: Sequence[Any]) -> np.ndarray:
@@ -203,20 +204,40 @@ def _interleave_ids(ids: Sequence[np.ndarray], bits: Sequence[int]) -> np.ndarra
     return key
 
 
-def _nulls_first(key: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
-    """A sort key ordering tuples as Spark's ascending sort does: NULL before any value."""
-    return tuple((v is not None, v) if v is not None else (False, 0) for v in key)
+def _ranks(values: Sequence[Any]) -> np.ndarray:
+    """Each value's rank among the distinct non-NULL values, -1 for NULL: Spark's ascending order
+    with NULL first, as numbers numpy can sort (numeric columns natively, others by comparison)."""
+    present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    ranks = np.full(len(values), -1, dtype=np.int64)
+    if present.any():
+        kept = [v for v in values if v is not None]
+        column = np.asarray(kept)
+        if column.dtype.kind not in "iu":  # dates, decimals, strings, floats: compare as Python does
+            column = np.empty(len(kept), dtype=object)
+            column[:] = kept
+        _, inverse = np.unique(column, return_inverse=True)
+        ranks[present] = inverse.reshape(-1)
+    return ranks
 
 
-def file_cuts(keys: Sequence[tuple[Any, ...]], files: int) -> list[tuple[Any, ...]]:
-    """Up to ``files - 1`` distinct keys cutting the sorted sample into equal shares; file i holds the
-    keys in [cut i-1, cut i). A cut at the smallest key would only make an empty file."""
-    ordered = sorted(keys, key=_nulls_first)
+def file_cuts(columns: Sequence[Sequence[Any]], files: int) -> list[tuple[Any, ...]]:
+    """Up to ``files - 1`` distinct keys cutting the sample into equal shares once sorted; the key of
+    row r is ``tuple(c[r] for c in columns)``, and file i holds the keys in [cut i-1, cut i). A cut at
+    the smallest key would only make an empty file."""
+    count = len(columns[0]) if columns else 0
+    if count == 0 or files <= 1:
+        return []
+    ranks = [_ranks(c) for c in columns]
+    order = np.lexsort(ranks[::-1])  # lexsort's primary key is its last
+    smallest = tuple(int(r[order[0]]) for r in ranks)
     cuts: list[tuple[Any, ...]] = []
+    previous = smallest
     for k in range(1, files):
-        cut = ordered[len(ordered) * k // files] if ordered else None
-        if cut is not None and cut != ordered[0] and (not cuts or cut != cuts[-1]):
-            cuts.append(cut)
+        position = order[count * k // files]
+        ranked = tuple(int(r[position]) for r in ranks)
+        if ranked != previous:
+            cuts.append(tuple(c[position] for c in columns))
+            previous = ranked
     return cuts
 
 

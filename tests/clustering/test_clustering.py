@@ -139,11 +139,18 @@ def test_quantile_boundaries_and_range_ids():
 
 
 def test_file_cuts_split_a_sample_evenly_with_nulls_first():
-    keys = [(None, 5)] * 10 + [(1, k) for k in range(30)]
-    cuts = file_cuts(keys, 4)
+    keys = [(1, k) for k in range(29, -1, -1)] + [(None, 5)] * 10  # unsorted; NULLs sort first
+    cuts = file_cuts([[k[0] for k in keys], [k[1] for k in keys]], 4)
     assert cuts == [(1, 0), (1, 10), (1, 20)]  # the NULL keys lead; no cut at the smallest key
-    assert file_cuts([(1,)] * 50, 8) == []  # ties cannot be split: one file
-    assert file_cuts([], 8) == []
+    assert file_cuts([[1] * 50], 8) == []  # ties cannot be split: one file
+    assert file_cuts([[]], 8) == [] and file_cuts([], 8) == []
+    words = ["b", None, "a", "c", "a", None, "d", "b"]
+    assert file_cuts([words], 4) == [("a",), ("b",), ("c",)]
+    rng = random.Random(2)
+    values = [rng.choice([None, *range(20)]) for _ in range(400)]
+    expected = sorted(values, key=lambda v: (v is not None, v or 0))
+    cuts = file_cuts([values], 5)
+    assert cuts == [(v,) for v in dict.fromkeys(expected[400 * k // 5] for k in range(1, 5)) if v != expected[0]]
 
 
 def test_rows_land_in_their_files_partition(spark):
