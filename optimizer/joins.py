@@ -38,6 +38,8 @@ from querylog.records import DerivedFilter
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from optimizer.table.access import Snapshot, TableAccess
+
 log = logging.getLogger(__name__)
 
 
@@ -58,7 +60,8 @@ class JoinDeriver:
         if uri is None:
             return ()
         try:
-            snapshot = open_table(uri).snapshot()
+            table = open_table(uri)
+            snapshot = table.snapshot()
         except DeltaOptError as err:
             log.warning("cannot derive from %s: %s", key.other, err)
             return ()
@@ -66,19 +69,18 @@ class JoinDeriver:
             return ()
         cache_key = (uri, snapshot.version, key.column, key.other_column, key.other_filters)
         if cache_key not in self._cache:
-            self._cache[cache_key] = self._evaluate(uri, key)
+            self._cache[cache_key] = self._evaluate(table, snapshot, key)
         return self._cache[cache_key]
 
     def _locate(self, name: str) -> str | None:
         name = name.lower()
         return self.locations.get(name) or self.locations.get(name.rsplit(".", 1)[-1])
 
-    def _evaluate(self, uri: str, key: JoinKey) -> tuple[DerivedFilter, ...]:
+    def _evaluate(self, table: TableAccess, snapshot: Snapshot, key: JoinKey) -> tuple[DerivedFilter, ...]:
+        """The derived conjuncts, from the snapshot the cache key names."""
         from pyspark.sql import functions as F
 
         self.evaluated += 1
-        table = open_table(uri)
-        snapshot = table.snapshot()
         try:
             frame = table.read_files(self.spark, snapshot.files, snapshot)
             for text in key.other_filters:
@@ -104,15 +106,11 @@ class JoinDeriver:
         return tuple(DerivedFilter(f, via) for f in filters)
 
 
-def _literal(value: Any) -> exp.Expr:
-    return exp.convert(value)
-
-
 def _compare(kind: type[exp.Expr], column: str, value: Any) -> exp.Expr:
-    return kind(this=exp.column(column), expression=_literal(value))
+    return kind(this=exp.column(column), expression=exp.convert(value))
 
 
 def _in_list(column: str, values: list[Any]) -> exp.Expr:
     if len(values) == 1:
-        return exp.EQ(this=exp.column(column), expression=_literal(values[0]))
-    return exp.In(this=exp.column(column), expressions=[_literal(v) for v in sorted(values)])
+        return _compare(exp.EQ, column, values[0])
+    return exp.In(this=exp.column(column), expressions=[exp.convert(v) for v in sorted(values)])

@@ -13,30 +13,29 @@ def _querylog_target(args: argparse.Namespace):
     """The log table and SQL context from --config/--table, or from --log alone, resolving with the
     schema sources of the configuration plus the command line's (and, with --derive-joins, deriving
     join filters on Spark)."""
-    from optimizer.catalog import build_catalog
-    from optimizer.config import SparkSettings
-    from optimizer.querylog_context import sql_context
+    from optimizer.config import SchemaSettings, SparkSettings
+    from optimizer.querylog_context import catalog_for, sql_context
+    from optimizer.runtime import build_session
     from querylog.capture import SqlContext
     from querylog.store import QueryLogTable
 
     if args.config:
         config, table = configured_table(args)
         log_table = QueryLogTable(args.log or table.query_log_path)
-        watched, sources, spark_settings = {t.name: t.path for t in config.tables}, config.schemas, config.spark
+        watched, configured, spark_settings = {t.name: t.path for t in config.tables}, config.schemas, config.spark
     elif args.log:
         config, log_table = None, QueryLogTable(args.log)
-        watched, sources, spark_settings = _located_table(args.log), None, SparkSettings()
+        watched, configured, spark_settings = _located_table(args.log), SchemaSettings(), SparkSettings()
     else:
         raise DeltaOptError("give --log PATH, or --config FILE [--table NAME]")
-    derive = getattr(args, "derive_joins", False)
-    use_catalog = getattr(args, "spark_catalog", False) or bool(sources and sources.spark_catalog)
-    spark = _session(spark_settings) if use_catalog or derive else None
-    catalog = build_catalog(
-        watched,
-        schema_file=getattr(args, "schema_file", None) or (sources.file if sources else None),
-        locations=(*(sources.locations if sources else ()), *getattr(args, "schema_location", [])),
-        spark=spark if use_catalog else None,
+    sources = SchemaSettings(  # the command line adds to the configuration (and its file wins)
+        file=getattr(args, "schema_file", None) or configured.file,
+        locations=(*configured.locations, *getattr(args, "schema_location", [])),
+        spark_catalog=configured.spark_catalog or getattr(args, "spark_catalog", False),
     )
+    derive = getattr(args, "derive_joins", False)
+    spark = build_session(spark_settings) if sources.spark_catalog or derive else None
+    catalog = catalog_for(watched, sources, spark)
     if config is not None:
         context = sql_context(config, catalog)
     else:  # --log alone: every table is logged; the one beside the log is known by name and path
@@ -49,12 +48,6 @@ def _querylog_target(args: argparse.Namespace):
 
         context = replace(context, derive=JoinDeriver(spark, catalog.locations))
     return log_table, context
-
-
-def _session(settings: Any) -> Any:
-    from optimizer.runtime import build_session
-
-    return build_session(settings)
 
 
 def _located_table(log_path: str) -> dict[str, str]:

@@ -7,21 +7,22 @@ log identity (``table_id``), which is also what is watched.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from optimizer.catalog import Catalog, build_catalog
-from optimizer.config import Config
+from optimizer.config import Config, SchemaSettings
 from querylog.capture import SqlContext
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def catalog_for(config: Config, spark: SparkSession | None = None) -> Catalog:
-    """The configured schema sources; the Spark catalog only when enabled and a session is given."""
-    sources = config.schemas
+def catalog_for(watched: Mapping[str, str], sources: SchemaSettings, spark: SparkSession | None = None) -> Catalog:
+    """The schema sources of `sources` plus the `watched` tables ({name: path}); the Spark catalog only
+    when enabled and a session is given."""
     return build_catalog(
-        {t.name: t.path for t in config.tables},
+        watched,
         schema_file=sources.file,
         locations=sources.locations,
         spark=spark if sources.spark_catalog else None,
@@ -29,7 +30,7 @@ def catalog_for(config: Config, spark: SparkSession | None = None) -> Catalog:
 
 
 def sql_context(config: Config, catalog: Catalog | None = None) -> SqlContext:
-    catalog = catalog or catalog_for(config)
+    catalog = catalog or catalog_for({t.name: t.path for t in config.tables}, config.schemas)
     aliases: dict[str, str] = {}
     for table in config.tables:
         aliases[table.name.lower()] = table.identity

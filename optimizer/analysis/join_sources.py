@@ -2,8 +2,8 @@
 fact table clustered on a join key?".
 
 A join-derived filter in the log (`querylog.records.DerivedFilter`) names the dimension filter it
-stands for. A Z feature came from joins when derived filters compare its expression; a SOP feature
-when it is itself a derived filter.
+stands for. A Z feature came from joins when derived filters compare its expression (as the workload
+summary reads it, `classify_text`); a SOP feature when it is itself a derived filter.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from querylog.errors import QueryLogError
-from querylog.predicates.normalize import parse_canonical, sql
+from querylog.predicates.classify import classify_text
 from querylog.records import ScanRecord
 
 MAX_SHOWN = 5  # dimension filters listed per feature, the most frequent first
@@ -27,11 +27,10 @@ def join_sources(records: Iterable[ScanRecord], features: Iterable[str]) -> dict
         touched: set[str] = set()
         for derived in record.derived:
             try:
-                node = parse_canonical(derived.filter)
+                conjunct = classify_text(derived.filter)  # the analyser's own reading of a filter
             except QueryLogError:
                 continue
-            target = node.this if node.args.get("this") is not None else node
-            for name in {derived.filter, sql(target)}:
+            for name in {derived.filter, *([conjunct.z.expression] if conjunct.z else [])}:
                 sources.setdefault(name, Counter())[derived.via] += 1
                 touched.add(name)
         scans.update(touched)

@@ -108,12 +108,12 @@ def cluster_frame(
     if predicates:
         frame = frame.withColumn("__sop_vec", sop_vector(predicates))
     fingerprints, vectors = _count_vectors(frame, data_names, partition_columns, with_vectors=bool(predicates))
-    progress(f"read {sum(v[0] for v in fingerprints.values()):,} rows; {len(vectors)} distinct SOP vectors")
+    rows = sum(v[0] for v in fingerprints.values())
+    progress(f"read {rows:,} rows; {len(vectors)} distinct SOP vectors")
     ordered: list[SopPartition] = []
     if predicates:
         frame, ordered = _number_sop_partitions(frame, features, vectors, rows_per_file, order_ids)
         progress(f"SOP: {len(ordered)} partitions ordered by the MST walk of their bit vectors")
-    rows = sum(v[0] for v in fingerprints.values())
     laid_out, dimensions = _zorder_features(
         frame, features, files, partition_columns, rows=rows, sop_id=bool(predicates)
     )

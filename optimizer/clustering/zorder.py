@@ -14,7 +14,6 @@ its value.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -58,8 +57,8 @@ def quantile_boundaries(values: Sequence[Any], ranges: int) -> tuple[Any, ...]:
 
 
 def range_id_of(value: Any, boundaries: Sequence[Any]) -> int:
-    """The range id `range_id` computes in Spark, in Python (for tests and virtual layouts)."""
-    return 0 if value is None else 1 + bisect_right(boundaries, value)
+    """The range id `range_id` computes in Spark, for one value in Python (`_range_ids` for many)."""
+    return int(_range_ids([value], boundaries)[0])
 
 
 def range_id(column: Column, boundaries: Sequence[Any]) -> Column:
@@ -94,15 +93,8 @@ def interleave(ids: Sequence[Column], bits: Sequence[int]) -> Column:
 
 
 def interleave_value(ids: Sequence[int], bits: Sequence[int]) -> int:
-    """The Z-value `interleave` computes in Spark, for one row in Python (the reference the tests hold
-    Spark's expression and `_interleave_ids` to)."""
-    key = position = 0
-    for t in range(max(bits, default=0)):
-        for i, value in enumerate(ids):
-            if t < bits[i]:
-                key |= ((value >> t) & 1) << position
-                position += 1
-    return key
+    """The Z-value `interleave` computes in Spark, for one row in Python (`_interleave_ids` for many)."""
+    return int(_interleave_ids([np.array([i], dtype=np.int64) for i in ids], bits)[0])
 
 
 def zorder(

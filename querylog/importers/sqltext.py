@@ -146,7 +146,7 @@ def _restamp(
         }
     scans = tuple(dataclasses.replace(s, query_id=qid, ts=ts, **measured) for s in captured.scans)
     quarantined = tuple(dataclasses.replace(q, ts=ts, location=location) for q in captured.quarantined)
-    return Captured(scans, quarantined, captured.statements, captured.resolved)
+    return dataclasses.replace(captured, scans=scans, quarantined=quarantined)  # counts carry over as they are
 
 
 @dataclass(frozen=True)
