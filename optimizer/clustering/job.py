@@ -100,14 +100,18 @@ def cluster_frame(
     files: int,
     progress: Progress = lambda _: None,
     order_ids: bool = True,
+    fingerprint: bool = True,
 ) -> Layout:
     """Steps C1-C3 on `frame` (the rows to lay out). `data_names` are the columns stored in files (the
     fingerprint covers them); the frame keeps its columns in the same order. `order_ids=False` numbers
-    SOP partitions in clustering order instead of C2's (for measuring what C2 buys)."""
+    SOP partitions in clustering order instead of C2's (for measuring what C2 buys). A layout that is
+    never written (the estimator's virtual files) needs no `fingerprint`: its hashes are then zero."""
     predicates = [f.predicate for f in features.sop]
     if predicates:
         frame = frame.withColumn("__sop_vec", sop_vector(predicates))
-    fingerprints, vectors = _count_vectors(frame, data_names, partition_columns, with_vectors=bool(predicates))
+    fingerprints, vectors = _count_vectors(
+        frame, data_names, partition_columns, with_vectors=bool(predicates), fingerprint=fingerprint
+    )
     rows = sum(v[0] for v in fingerprints.values())
     progress(f"read {rows:,} rows; {len(vectors)} distinct SOP vectors")
     ordered: list[SopPartition] = []
@@ -122,13 +126,18 @@ def cluster_frame(
 
 
 def _count_vectors(
-    frame: DataFrame, data_names: Sequence[str], partition_columns: Sequence[str], *, with_vectors: bool
+    frame: DataFrame,
+    data_names: Sequence[str],
+    partition_columns: Sequence[str],
+    *,
+    with_vectors: bool,
+    fingerprint: bool = True,
 ) -> tuple[dict[tuple[Any, ...], tuple[int, int, int]], dict[int, int]]:
     """Pass 1, one aggregation: the input fingerprint per partition group, and how many rows carry each
     SOP bit vector (the only input C1 needs on the driver)."""
     from pyspark.sql import functions as F
 
-    xx, mm = _fingerprint_columns(data_names)
+    xx, mm = _fingerprint_columns(data_names) if fingerprint else (F.lit(0).cast("long"), F.lit(0).cast("long"))
     # partition values as Spark renders them in directory names, so written files compare equal
     keys = [F.col(f"`{c}`").cast("string").alias(c) for c in partition_columns]
     if with_vectors:

@@ -6,8 +6,9 @@ of them faithfully:
 * **compaction** (file size, codec, writer): rows of many small files written as a few target-size
   files share dictionaries and page overhead, and are written with the job's codec and row groups
   (`optimizer.table.output`). Measured on real rows at full density: a run of consecutive files to
-  rewrite, up to one output file's worth (at most `COMPACTION_BYTES`), rewritten in their current
-  order with the job's writer, against their footers.
+  rewrite, up to one output file's worth (at most `COMPACTION_BYTES`; a run past it, such as one large
+  file, is measured on its leading rows), rewritten in their current order with the job's writer,
+  against their footers.
 * **clustering** (row order): sorted runs and small per-file dictionaries compress better. Measured on
   the sample: the same rows written with the job's writer in their current order and in the layout's
   order, cut into the same number of files, so that sampling and file-count effects cancel. Sampled
@@ -38,7 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMPACTION_BYTES = 64 << 20  # input read to measure compaction: enough for dictionaries to amortise
+# Input read to measure compaction: enough for dictionaries to amortise. On 1 GB of lineitem, 32 MB
+# gave every column's ratio within 0.002 of rewriting a whole 125 MB file, in half the time.
+COMPACTION_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -97,8 +100,16 @@ def _compaction(
         if rows >= rows_out or size >= COMPACTION_BYTES:
             break
     now = total_sizes(sizes for f in run if (sizes := column_sizes(table, f)) is not None)
-    pieces = max(1, round(rows / rows_out)) if rows_out else 1
     frame = table.read_files(sample.sparkSession, run, snapshot)
+    if size > COMPACTION_BYTES and rows:
+        # A run past the cap (one large file, typically) is measured on a leading share of its rows:
+        # the scan stops early, and today's bytes are that share of the footers' (bytes per row are
+        # even within files one writer wrote).
+        share = COMPACTION_BYTES / size
+        rows = max(1, int(rows * share))
+        now = {c: round(b * share) for c, b in now.items()}
+        frame = frame.limit(rows)
+    pieces = max(1, round(rows / rows_out)) if rows_out else 1
     rewritten = total_sizes(written_sizes(table, in_stored_order(frame, snapshot, pieces), options).values())
     return compression_ratios(now, rewritten)
 

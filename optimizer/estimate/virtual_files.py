@@ -58,6 +58,7 @@ def virtual_files(
         snapshot.partition_columns,
         rows_per_file=max(rows_in / max(files, 1), 1.0),
         files=files,
+        fingerprint=False,  # never written as a rewrite: nothing to verify
     )
     aggregates = file_stat_aggregates(columns, spec.aggregates())
     frame = layout.frame.persist() if measure else layout.frame  # the layout's shuffle runs once

@@ -196,3 +196,43 @@ def test_combined_estimate_weighs_each_reader_by_its_share():
     assert mixed.readers["standard"]["share"] == 0.75 and mixed.readers["deltaopt"]["benefit"] == deltaopt.benefit
     with pytest.raises(ValueError, match="no estimate for any reader"):
         combine({"deltaopt": deltaopt}, {"standard": 1.0})
+
+
+@pytest.mark.spark
+def test_compaction_of_a_file_past_the_cap_is_measured_on_its_leading_rows(spark, tmp_path, monkeypatch):
+    """A file larger than COMPACTION_BYTES is measured on that share of its rows (the scan stops early),
+    against the same share of its footer bytes: the ratios agree with rewriting the whole file."""
+    from pyspark.sql import functions as F
+
+    from optimizer.estimate import stored_bytes
+    from optimizer.table import open_table
+    from optimizer.table.output import OutputSettings, resolve_output
+
+    table = open_table(str(tmp_path / "t"))
+    frame = (
+        spark.range(80000)
+        .withColumn("x", (F.rand(seed=1) * 600).cast("int"))
+        .withColumn("day", F.date_add(F.lit("2024-01-01"), (F.rand(seed=2) * 300).cast("int")))
+        .withColumn("pad", F.sha2(F.col("id").cast("string"), 256))
+        .withColumn("id", (F.rand(seed=3) * 1e12).cast("long"))
+    )  # random, not sequential or periodic: those compress better the more of them zstd sees
+    snapshot = table.create(spark, frame.coalesce(1))
+    (data_file,) = snapshot.files
+    options = resolve_output(OutputSettings(), snapshot.configuration).writer_options()
+    rewritten_rows: list[int] = []
+    measure = stored_bytes.written_sizes
+
+    def spy(table, frame, options):  # type: ignore[no-untyped-def]
+        rewritten_rows.append(frame.count())
+        return measure(table, frame, options)
+
+    monkeypatch.setattr(stored_bytes, "written_sizes", spy)
+    sample = table.read_files(spark, snapshot.files, snapshot)
+    whole = stored_bytes._compaction(table, snapshot, snapshot.files, 1, sample, options)
+    monkeypatch.setattr(stored_bytes, "COMPACTION_BYTES", data_file.size // 4)
+    share = stored_bytes._compaction(table, snapshot, snapshot.files, 1, sample, options)
+    assert rewritten_rows[0] == 80000 and rewritten_rows[1] == pytest.approx(20000, abs=2)
+    assert whole.keys() == share.keys()
+    for column, ratio in whole.items():
+        assert share[column] == pytest.approx(ratio, rel=0.1), column
+    assert whole["pad"] < 0.8, whole  # Spark wrote hex strings with snappy; the job writes zstd
