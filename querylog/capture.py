@@ -14,9 +14,10 @@ from datetime import datetime
 from sqlglot import exp
 
 from querylog.errors import PredicateError
-from querylog.predicates.attribute import JoinKey, Schema, scan_filters, table_identity
+from querylog.predicates.attribute import JoinKey, QueryScans, Schema, scan_filters, table_identity
 from querylog.predicates.normalize import canonical_conjuncts
 from querylog.predicates.parse import parse_condition
+from querylog.predicates.templates import StatementTemplates
 from querylog.records import DerivedFilter, QuarantineRecord, ScanRecord
 
 
@@ -67,6 +68,10 @@ class SqlContext:
         name = self.identity(table)
         return self.aliases.get(name, name)
 
+    def templates(self) -> StatementTemplates:
+        """A statement-template memo of this context's `scan_filters` (for `capture_sql`'s `scans`)."""
+        return StatementTemplates(self.schema, self.resolve)
+
 
 def capture_filters(
     table_id: str,
@@ -113,25 +118,27 @@ def capture_sql(
     query_id: str | None = None,
     metrics: Metrics = Metrics(),
     location: str = "",
+    scans: Callable[[str], QueryScans] | None = None,
 ) -> Captured:
     """Rows for every scan of a statement; quarantined when it does not parse, is not a query, or reads
-    no watched table."""
+    no watched table. A caller that reads many statements passes `scans`, a `StatementTemplates` for
+    `context`, so statements that differ only in literals are not derived again."""
 
     def quarantine(reason: str) -> Captured:
         return Captured(quarantined=(QuarantineRecord(ts, source, location or "-", reason, sql),), statements=1)
 
     try:
-        result = scan_filters(sql, context.schema, context.resolve)
+        result = scans(sql) if scans is not None else scan_filters(sql, context.schema, context.resolve)
     except PredicateError as err:
         return quarantine(str(err))
-    scans = [s for s in result.scans if context.watched is None or s.table in context.watched]
-    if not scans:
+    watched = [s for s in result.scans if context.watched is None or s.table in context.watched]
+    if not watched:
         read = sorted({s.table for s in result.scans})
         return quarantine(f"reads no watched table (reads: {', '.join(read) or 'nothing'})")
     query_id = query_id or uuid.uuid4().hex
-    single = len(scans) == 1
+    single = len(watched) == 1
     records = []
-    for s in scans:
+    for s in watched:
         derived = _derived(s.joins, s.filters, context.derive)
         records.append(
             ScanRecord(

@@ -84,6 +84,7 @@ class Recorder:
         self.capacity = capacity
         self.flush_interval = flush_interval
         self.context = context
+        self._templates = context.templates()  # used under the flush lock only
         self.source = source
         self.recorder_id = self._load_or_create_id()
         self._queue: list[_Filters | _Statement] = []
@@ -141,7 +142,9 @@ class Recorder:
 
     def _capture(self, item: _Filters | _Statement) -> Captured:
         if isinstance(item, _Statement):
-            return capture_sql(item.sql, item.ts, self.source, self.context, item.query_id, item.metrics)
+            return capture_sql(
+                item.sql, item.ts, self.source, self.context, item.query_id, item.metrics, scans=self._templates
+            )
         return capture_filters(
             item.table_id, item.filters, item.columns, item.ts, self.source, item.query_id, item.metrics
         )

@@ -162,6 +162,7 @@ def import_event_log(log_table: Any, path: str | Path, context: SqlContext = Sql
             starts.append((number, event))
         elif kind.endswith(END) and "executionId" in event:
             ends[event["executionId"]] = int(event.get("time", 0))
+    memo = context.templates()
     for number, event in starts:
         location = f"{path.name}:{number}"
         if "time" not in event or "executionId" not in event:
@@ -182,7 +183,7 @@ def import_event_log(log_table: Any, path: str | Path, context: SqlContext = Sql
         metrics = Metrics(duration_ms=end - int(event["time"]) if end else None)
         description = str(event.get("description") or "")
         if SQL_START.match(description):
-            result = capture_sql(description, ts, "eventlog", context, None, metrics, location)
+            result = capture_sql(description, ts, "eventlog", context, None, metrics, location, scans=memo)
             if result.scans:
                 captured += result
                 continue

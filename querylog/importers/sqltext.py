@@ -108,9 +108,14 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def import_sql_file(
-    log: QueryLogTable, path: str | Path, context: SqlContext = SqlContext(), at: datetime | None = None
+    log: QueryLogTable,
+    path: str | Path,
+    context: SqlContext = SqlContext(),
+    at: datetime | None = None,
+    templates: bool = True,
 ) -> ImportReport:
-    """Import a file of SQL statements, all stamped `at` (default: now)."""
+    """Import a file of SQL statements, all stamped `at` (default: now). ``templates=False`` derives
+    every statement in full (what the statement-template memo is measured against)."""
     path = Path(path)
     data = _read_bytes(path)
     text = data.decode("utf-8", errors="replace")
@@ -118,11 +123,12 @@ def import_sql_file(
     captured = Captured()
     statements = split_statements(text)
     cache: dict[str, Captured] = {}
+    memo = context.templates() if templates else None
     for statement in statements:
         location = f"{path.name}:{statement.line}"
         result = cache.get(statement.text)
         if result is None:
-            result = capture_sql(statement.text, when, "sqlfile", context, location=location)
+            result = capture_sql(statement.text, when, "sqlfile", context, location=location, scans=memo)
             cache[statement.text] = result
         captured += _restamp(result, when, location)
     return commit_import(log, captured, content_key(data), str(path), len(statements))
@@ -228,6 +234,7 @@ def import_history(
     data = _read_bytes(path)
     captured = Captured()
     cache: dict[str, Captured] = {}
+    memo = context.templates()
     entries = 0
     for number, raw in enumerate(_rows(path, data), start=1):
         entries += 1
@@ -257,7 +264,7 @@ def import_history(
         query_id = _pick(row, columns.query_id, ID_COLUMNS)
         result = cache.get(text)
         if result is None:
-            result = capture_sql(text, when, "history", context, location=location)
+            result = capture_sql(text, when, "history", context, location=location, scans=memo)
             cache[text] = result
         captured += _restamp(result, when, location, str(query_id) if query_id else None, metrics)
     return commit_import(log, captured, content_key(data), str(path), entries)
