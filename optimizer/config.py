@@ -101,6 +101,11 @@ class Thresholds(_Model):
     sop_correlation_phi: float = Field(0.8, gt=0, le=1, description="phi: mean-square contingency edge")
     target_file_size: ByteSize = Field(128 << 20, description="size of the files OPTIMIZE writes")
     sample_rows: int = Field(100_000, ge=100, description="rows sampled for correlations and benefit")
+    sample_scan_bytes: ByteSize = Field(
+        2 << 30,
+        description="most new data a decision's sample reads: past it, evenly spaced files in commit order "
+        "(at least 8) are read instead of every file; 0: every file",
+    )
     cost_per_mb_read: float = Field(
         0.01, gt=0, description="cost units (cluster seconds) to scan one MB; cost model uses the same units"
     )

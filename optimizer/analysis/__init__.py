@@ -33,7 +33,9 @@ def analyse_table(
     snapshot = table.snapshot()
     chosen = list(files) if files is not None else list(snapshot.files)
     records = log.read(table_id, since=now - timedelta(seconds=thresholds.workload_window), until=now)
-    sample = sample_frame(spark, table, snapshot, chosen, thresholds.sample_rows, seed).cache()
+    sample = sample_frame(
+        spark, table, snapshot, chosen, thresholds.sample_rows, seed, thresholds.sample_scan_bytes
+    ).cache()
     try:
         return analyse(table_id, records, lambda z, s: evaluate(sample, z, s), thresholds, now)
     finally:

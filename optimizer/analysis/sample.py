@@ -9,6 +9,7 @@ candidates, bits for SOP candidates.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -29,15 +30,40 @@ log = logging.getLogger(__name__)
 UNORDERED_TYPES = ("map<", "array<", "struct<", "binary")
 
 
+MIN_SCANNED_FILES = 8  # a subset of fewer files would see too few stretches of the arrivals
+
+
 def sample_frame(
-    spark: SparkSession, table: TableAccess, snapshot: Snapshot, files: Sequence[DataFile], rows: int, seed: int = 17
+    spark: SparkSession,
+    table: TableAccess,
+    snapshot: Snapshot,
+    files: Sequence[DataFile],
+    rows: int,
+    seed: int = 17,
+    scan_bytes: int = 0,
 ) -> DataFrame:
-    """About `rows` rows drawn uniformly from `files` (all of them when they hold fewer)."""
-    data = table.read_files(spark, files, snapshot)
-    total = sum(f.num_records or 0 for f in files)
+    """About `rows` rows drawn uniformly from `files` (all of them when they hold fewer), or, when the
+    files hold more than `scan_bytes` (> 0), from the files `scanned_files` picks."""
+    chosen = scanned_files(files, scan_bytes)
+    data = table.read_files(spark, chosen, snapshot)
+    total = sum(f.num_records or 0 for f in chosen)
     if total > rows:
         data = data.sample(withReplacement=False, fraction=min(1.0, rows / total * 1.1), seed=seed).limit(rows)
     return data
+
+
+def scanned_files(files: Sequence[DataFile], scan_bytes: int) -> list[DataFile]:
+    """The files a sample reads: all of them, or when they hold more than `scan_bytes` (> 0), evenly
+    spaced ones in commit order holding about `scan_bytes` (at least `MIN_SCANNED_FILES`). Reading
+    every row only to keep a few is what made a decision grow with the data; every k-th file still
+    spans the whole period the files arrived in (a systematic sample of files)."""
+    total = sum(f.size for f in files)
+    if scan_bytes <= 0 or total <= scan_bytes or len(files) <= MIN_SCANNED_FILES:
+        return list(files)
+    count = max(MIN_SCANNED_FILES, math.ceil(len(files) * scan_bytes / total))
+    if count >= len(files):
+        return list(files)
+    return [files[int((i + 0.5) * len(files) / count)] for i in range(count)]
 
 
 @dataclass(frozen=True)

@@ -101,11 +101,15 @@ def cluster_frame(
     progress: Progress = lambda _: None,
     order_ids: bool = True,
     fingerprint: bool = True,
+    file_column: str | None = None,
+    boundary_rows: int = 100_000,
 ) -> Layout:
     """Steps C1-C3 on `frame` (the rows to lay out). `data_names` are the columns stored in files (the
     fingerprint covers them); the frame keeps its columns in the same order. `order_ids=False` numbers
     SOP partitions in clustering order instead of C2's (for measuring what C2 buys). A layout that is
-    never written (the estimator's virtual files) needs no `fingerprint`: its hashes are then zero."""
+    never written (the estimator's virtual files) needs no `fingerprint` (its hashes are then zero)
+    and may ask for each row's file index in `file_column` instead of rows moved into their files.
+    `boundary_rows` rows are sampled to the driver for the Z ranges and file boundaries."""
     predicates = [f.predicate for f in features.sop]
     if predicates:
         frame = frame.withColumn("__sop_vec", sop_vector(predicates))
@@ -119,7 +123,14 @@ def cluster_frame(
         frame, ordered = _number_sop_partitions(frame, features, vectors, rows_per_file, order_ids)
         progress(f"SOP: {len(ordered)} partitions ordered by the MST walk of their bit vectors")
     laid_out, dimensions = _zorder_features(
-        frame, features, files, partition_columns, rows=rows, sop_id=bool(predicates)
+        frame,
+        features,
+        files,
+        partition_columns,
+        rows=rows,
+        sop_id=bool(predicates),
+        file_column=file_column,
+        boundary_rows=boundary_rows,
     )
     progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
     return Layout(laid_out, files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints)
@@ -179,7 +190,15 @@ def _number_sop_partitions(
 
 
 def _zorder_features(
-    frame: DataFrame, features: FeatureSet, files: int, partition_columns: Sequence[str], *, rows: int, sop_id: bool
+    frame: DataFrame,
+    features: FeatureSet,
+    files: int,
+    partition_columns: Sequence[str],
+    *,
+    rows: int,
+    sop_id: bool,
+    file_column: str | None = None,
+    boundary_rows: int = 100_000,
 ) -> tuple[DataFrame, list[Dimension]]:
     """C3: the Z features (and the SOP id) as helper columns, Z-ordered into `files` files, helpers dropped."""
     columns: list[str] = []
@@ -188,7 +207,15 @@ def _zorder_features(
         columns.append(f"__z{i}")
     if sop_id:
         columns.append("__sop_id")
-    laid_out, dimensions = zorder(frame, columns, files, rows=rows, leading=list(partition_columns))
+    laid_out, dimensions = zorder(
+        frame,
+        columns,
+        files,
+        rows=rows,
+        leading=list(partition_columns),
+        sample_rows=boundary_rows,
+        file_column=file_column,
+    )
     return laid_out.drop(*columns), dimensions
 
 

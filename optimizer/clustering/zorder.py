@@ -106,6 +106,7 @@ def zorder(
     leading: Sequence[str] = (),
     sample_rows: int = 100_000,
     seed: int = 5,
+    file_column: str | None = None,
 ) -> tuple[DataFrame, list[Dimension]]:
     """`frame`'s `rows` rows cut into about `files` files by (`leading` columns, Z-value of `columns`)
     and sorted within each (one column: by its value), with the dimensions used. Table partition
@@ -117,11 +118,17 @@ def zorder(
     sample it. Boundaries only balance file sizes: a sample that misjudges them makes files uneven,
     never loses a row; a row's file depends on its values alone, so a retried task sends it to the
     same file.
+
+    With `file_column`, rows are not moved: each gets its file's index in that column instead (what
+    the estimator's virtual files aggregate by, without a shuffle into as many partitions as files).
     """
     from pyspark.sql import functions as F
 
     files = max(files, 1)
     if not columns and not leading:
+        if file_column is not None:
+            every = [F.col(f"`{c}`") for c in frame.columns]
+            return frame.withColumn(file_column, F.pmod(F.xxhash64(*every), F.lit(files))), []
         return frame.repartition(files), []
     helpers = ["__tie"] if len(columns) == 1 else []
     if helpers:
@@ -144,6 +151,8 @@ def zorder(
     key_columns, sampled = _order_key(dimensions, leading, values)
     cuts = file_cuts(sampled, files)
     index = _file_index(key_columns, cuts)
+    if file_column is not None:
+        return frame.withColumn(file_column, index).drop(*helpers), dimensions
     keys = F.array(*[F.lit(k).cast("long") for k in hash_partition_keys(frame, len(cuts) + 1)])  # probed as longs
     partition = F.element_at(keys, index + 1)
     laid_out = frame.repartition(len(cuts) + 1, partition).sortWithinPartitions(*key_columns)

@@ -119,7 +119,9 @@ def estimate(
     records = log.read(table_id, since=window_start, until=now)
     older = log.older(table_id, window_start)
     base["outside_window"] = older.as_dict()
-    sample = sample_frame(spark, table, snapshot, new, thresholds.sample_rows, seed).cache()
+    sample = sample_frame(
+        spark, table, snapshot, new, thresholds.sample_rows, seed, thresholds.sample_scan_bytes
+    ).cache()
     inputs = _Inputs(table, snapshot, index, new, sample, records, older, thresholds, cost_model, now)
     try:
         return _decide_on_sample(inputs, base, started=clock)

@@ -34,6 +34,10 @@ class VirtualFiles:
     standard: tuple[FileStats, ...] = ()  # as a standard reader sees them (Delta statistics only)
 
 
+# Rows of the sample the virtual layout's Z ranges and file boundaries are drawn from (the job draws
+# 100,000 from all the data): enough for even files, and converting more to Python dominated a layout.
+BOUNDARY_ROWS = 20_000
+
 # Column bytes of a frame written one file per partition, by partition; None: could not be measured.
 Measure = Callable[["DataFrame"], Mapping[int, Mapping[str, int]] | None]
 
@@ -59,14 +63,19 @@ def virtual_files(
         rows_per_file=max(rows_in / max(files, 1), 1.0),
         files=files,
         fingerprint=False,  # never written as a rewrite: nothing to verify
+        file_column=None if measure else "__file",  # files to write, or only their rows' file index
+        boundary_rows=BOUNDARY_ROWS,
     )
     aggregates = file_stat_aggregates(columns, spec.aggregates())
-    frame = layout.frame.persist() if measure else layout.frame  # the layout's shuffle runs once
-    try:
-        per_file = frame.groupBy(F.spark_partition_id().alias("__file")).agg(*aggregates).collect()
-        measured = measure(frame.select(*[F.col(f"`{n}`") for n in stored.names])) if measure else None
-    finally:
-        if measure:
+    if measure is None:  # statistics per file index: no shuffle into as many partitions as files
+        per_file = layout.frame.groupBy("__file").agg(*aggregates).collect()
+        measured = None
+    else:
+        frame = layout.frame.persist()  # the layout's shuffle runs once
+        try:
+            per_file = frame.groupBy(F.spark_partition_id().alias("__file")).agg(*aggregates).collect()
+            measured = measure(frame.select(*[F.col(f"`{n}`") for n in stored.names]))
+        finally:
             frame.unpersist()
     types = table_column_types(schema.fields)
     stats = []

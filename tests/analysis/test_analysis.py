@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import networkx as nx
@@ -335,3 +336,21 @@ def test_z_graph_skips_reverse_directions_without_changing_the_graph(columns, nu
     slow = _z_graph_by_definition(samples, 0.05)
     assert list(fast.edges(data=True)) == list(slow.edges(data=True)), "edges, indices or their order differ"
     assert list(fast.nodes) == list(slow.nodes), "nodes differ"
+
+
+def test_sample_reads_evenly_spaced_files_past_its_scan_budget():
+    """Past `scan_bytes`, the sample reads every k-th file in commit order (about the budget, at least
+    eight files), so the whole period of arrivals is represented; below it, every file."""
+    from optimizer.analysis.sample import MIN_SCANNED_FILES, scanned_files
+    from optimizer.table.access import DataFile
+
+    files = [DataFile(f"part-{i:03d}.parquet", 100, 10) for i in range(80)]
+    assert scanned_files(files, 0) == files
+    assert scanned_files(files, 8000) == files
+    chosen = scanned_files(files, 2000)
+    assert len(chosen) == 20 and sum(f.size for f in chosen) >= 2000
+    positions = [files.index(f) for f in chosen]
+    assert positions == sorted(positions) and positions[0] < 4 and positions[-1] >= 76
+    assert {b - a for a, b in itertools.pairwise(positions)} == {4}
+    assert len(scanned_files(files, 100)) == MIN_SCANNED_FILES
+    assert scanned_files(files[:MIN_SCANNED_FILES], 100) == files[:MIN_SCANNED_FILES]

@@ -236,3 +236,38 @@ def test_compaction_of_a_file_past_the_cap_is_measured_on_its_leading_rows(spark
     for column, ratio in whole.items():
         assert share[column] == pytest.approx(ratio, rel=0.1), column
     assert whole["pad"] < 0.8, whole  # Spark wrote hex strings with snappy; the job writes zstd
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "layout",
+    [{"z": ["x"]}, {"z": ["x", "y"]}, {"z": ["x"], "sop": ["flag = 'A'"]}, {}],
+    ids=["one Z", "two Z", "Z + SOP", "none"],
+)
+def test_virtual_files_by_file_index_equal_the_files_the_layout_would_write(spark, tmp_path, layout):
+    """Without a compression measure, virtual files are aggregated by each row's file index instead of
+    rows moved into one partition per file: the same rows land in the same files (row counts and
+    statistics equal), except for no layout at all, where only the counts' total is the same."""
+    from pyspark.sql import functions as F
+
+    from optimizer.estimate.virtual_files import virtual_files
+    from optimizer.features import FeatureSet
+    from optimizer.table import open_table
+
+    table = open_table(str(tmp_path / "t"))
+    frame = (
+        spark.range(20000)
+        .withColumn("x", ((F.col("id") * 7919) % 5000).cast("int"))
+        .withColumn("y", F.when(F.col("id") % 7 == 0, None).otherwise((F.col("id") * 31) % 97))
+        .withColumn("flag", F.when(F.col("id") % 3 == 0, "A").otherwise("B"))
+    )
+    snapshot = table.create(spark, frame.repartition(4))
+    sample = table.read_files(spark, snapshot.files, snapshot).cache()
+    features = FeatureSet.from_dict(layout)
+    by_index = virtual_files(sample, snapshot, features, 12)
+    written = virtual_files(sample, snapshot, features, 12, measure=lambda _: {})
+    assert sum(by_index.rows.values()) == sum(written.rows.values()) == 20000
+    if layout:
+        assert by_index.rows == written.rows
+        assert sorted(by_index.files, key=lambda f: f.path) == sorted(written.files, key=lambda f: f.path)
+        assert len(by_index.rows) >= 10, by_index.rows  # about the 12 files asked for
