@@ -1,6 +1,6 @@
 """The cost of deciding against the cost of doing, as new data grows.
 
-    python -m benchmarks overhead [--sizes 0.1,0.3,1] [--quick]
+    python -m benchmarks overhead [--sizes 0.1,0.3,1] [--quick] [--report NAME]
 
 For each size (GB of new, unclustered ``lineitem`` data appended by ``write_deltalake`` in 8 appends)
 with the replay's query stream logged (60 queries, both phases), one decision (`estimate`: analysis,
@@ -94,6 +94,7 @@ def main(argv: Sequence[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks overhead")
     parser.add_argument("--sizes", default="0.1,0.3,1", help="GB of new data, comma-separated")
     parser.add_argument("--quick", action="store_true", help="sizes 0.02,0.05")
+    parser.add_argument("--report", default="overhead", help="report name (a separate run keeps its own)")
     args = parser.parse_args(argv)
     sizes = [0.02, 0.05] if args.quick else [float(s) for s in args.sizes.split(",")]
     spark = build_session(SparkSettings(master="local[2]", shuffle_partitions=8, driver_memory="8g"))
@@ -112,7 +113,7 @@ def main(argv: Sequence[str]) -> None:
             shutil.rmtree(work / f"g{gigabytes:g}", ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    name = "overhead-quick" if args.quick else "overhead"
+    name = "overhead-quick" if args.quick else args.report
     (Path(__file__).parent / "reports" / f"{name}.json").write_text(json.dumps(rows, indent=1))
     body = table(
         ("new data", "decision s", "analyse / search / benefit s", "search estimates", "job s", "decision / job"),
@@ -130,4 +131,6 @@ def main(argv: Sequence[str]) -> None:
     )
     print(body)
     command = f"python -m benchmarks overhead --sizes {','.join(f'{s:g}' for s in sizes)}"
+    if name not in ("overhead", "overhead-quick"):
+        command += f" --report {name}"
     write_report(name, "Decision overhead against the job, as new data grows", body, command)

@@ -169,12 +169,12 @@ def _slot_direction(literal: exp.Literal) -> tuple[str, str] | None:
     return None
 
 
-def slot_positions(sql: str, tokens: Sequence[Token]) -> frozenset[int]:
-    """Indices of the literal tokens of `sql` that are slots (see the module docstring)."""
+def slot_positions(sql: str, tokens: Sequence[Token]) -> tuple[int, ...]:
+    """Indices of the literal tokens of `sql` that are slots (see the module docstring), ascending."""
     try:
         query = parse_query(sql)
     except PredicateError:
-        return frozenset()
+        return ()
     by_start = {t.start: i for i, t in enumerate(tokens) if t.token_type in LITERAL_TOKENS}
     found: dict[tuple[str, str], list[int]] = {}
     for literal in query.find_all(exp.Literal):
@@ -184,7 +184,7 @@ def slot_positions(sql: str, tokens: Sequence[Token]) -> frozenset[int]:
         slot = _slot_direction(literal)
         if slot is not None:
             found.setdefault(slot, []).append(by_start[start])
-    return frozenset(i for positions in found.values() if len(positions) == 1 for i in positions)
+    return tuple(sorted(i for positions in found.values() if len(positions) == 1 for i in positions))
 
 
 @dataclass
@@ -208,7 +208,7 @@ class StatementTemplates:
 
     def __post_init__(self) -> None:
         self._tokenizer = Dialect.get_or_raise(DIALECT).tokenizer_class()
-        self._slots: dict[tuple[object, ...], frozenset[int]] = {}  # shape -> slot token indices
+        self._slots: dict[tuple[object, ...], tuple[int, ...]] = {}  # shape -> slot token indices, ascending
         self._templates: dict[tuple[object, ...], _Template | None] = {}  # None: its check failed
         self._once: set[tuple[object, ...]] = set()  # shapes and templates seen once (not derived yet)
 
@@ -232,9 +232,12 @@ class StatementTemplates:
             if self._remember(shape):
                 return self._full(sql)
             slots = self._slots[shape] = slot_positions(sql, tokens)
-        values = [_rendered(tokens[i]) for i in sorted(slots)]
-        if any(v is None for v in values):
-            return self._full(sql)
+        values: list[str] = []
+        for index in slots:
+            rendered = _rendered(tokens[index])
+            if rendered is None:
+                return self._full(sql)
+            values.append(rendered)
         fixed = tuple(t.text for i, t in enumerate(tokens) if t.token_type in LITERAL_TOKENS and i not in slots)
         key = (shape, fixed)
         if key in self._templates:
@@ -242,10 +245,10 @@ class StatementTemplates:
             if template is None:
                 return self._full(sql)
             self.stats.filled += 1
-            return template.fill(values)  # type: ignore[arg-type]
+            return template.fill(values)
         if self._remember(key):
             return self._full(sql)
-        return self._derive(sql, tokens, sorted(slots), values, key)  # type: ignore[arg-type]
+        return self._derive(sql, tokens, slots, values, key)
 
     def _remember(self, key: tuple[object, ...]) -> bool:
         """True (and remembered) when `key` is seen for the first time."""
