@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 from sqlglot import exp
 
@@ -85,11 +86,11 @@ def capture_filters(
 ) -> Captured:
     """Rows for one scan given its filters as SQL text (each may itself be a conjunction). Columns
     qualified by the table's name are the table's; other qualified names are struct fields."""
-    qualifiers = {table_id, table_id.rstrip("/").rsplit("/", 1)[-1].rsplit(".", 1)[-1]}
+    qualifiers = frozenset({table_id, table_id.rstrip("/").rsplit("/", 1)[-1].rsplit(".", 1)[-1]})
     canonical: set[str] = set()
     for text in filters:
         try:
-            canonical.update(canonical_conjuncts(parse_condition(text), qualifiers))
+            canonical.update(_canonical_filter(text, qualifiers))
         except PredicateError as err:
             return Captured(quarantined=(QuarantineRecord(ts, source, location or table_id, str(err), text),))
     return Captured(
@@ -108,6 +109,12 @@ def capture_filters(
             ),
         )
     )
+
+
+@lru_cache(maxsize=65536)
+def _canonical_filter(text: str, qualifiers: frozenset[str]) -> tuple[str, ...]:
+    """The canonical conjuncts of one filter text (the same texts recur: dashboards, retries)."""
+    return tuple(canonical_conjuncts(parse_condition(text), qualifiers))
 
 
 def capture_sql(
