@@ -1,12 +1,13 @@
 """Virtual files (thesis 5.2): a clustered sample cut like the real job would cut it, with statistics.
 
 The sample is laid out by `optimizer.clustering.job.cluster_frame` (the job's own C1-C3 code) into as
-many Spark partitions as the real job would write files, so each partition holds the same share of
-rows as a real target-size file. Each partition is a virtual file whose statistics are computed by the
-same aggregates as a real file's (Delta column statistics, encoded and decoded as the log would hold
-them, plus the extended statistics of `StatsSpec`), so pruning treats it exactly like a real file.
-Column sizes come from the real files' Parquet footers, per row; with `measure`, the virtual files
-are also written (to scratch) so the estimate can price how differently the layout compresses.
+many files as the real job would write, so each holds the same share of rows as a real target-size
+file: each row gets its file's index, or, with `measure`, rows are moved into one Spark partition per
+file and written (to scratch) so the estimate can price how differently the layout compresses. Each
+virtual file's statistics are computed by the same aggregates as a real file's (Delta column
+statistics, encoded and decoded as the log would hold them, plus the extended statistics of
+`StatsSpec`), so pruning treats it exactly like a real file. Column sizes come from the real files'
+Parquet footers, per row.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -189,7 +189,8 @@ def slot_positions(sql: str, tokens: Sequence[Token]) -> tuple[int, ...]:
 
 @dataclass
 class TemplateStats:
-    statements: int = 0
+    """How statements were answered (filled + full = statements)."""
+
     filled: int = 0  # answered from a template
     derived: int = 0  # templates derived (each also runs the full path once, to check it)
     rejected: int = 0  # templates whose check failed: their statements take the full path
@@ -202,7 +203,6 @@ class StatementTemplates:
 
     schema: Schema | None = None
     identity: Identity = table_identity
-    scan: Callable[[str, Schema | None, Identity], QueryScans] = scan_filters
     capacity: int = 20_000  # shapes and templates kept; past it the memo starts afresh (a long-running recorder)
     stats: TemplateStats = dataclasses.field(default_factory=TemplateStats)
 
@@ -218,7 +218,6 @@ class StatementTemplates:
         Work is spent on what recurs: a statement shape seen for the first time, or a template seen
         for the first time, takes the full path; the second sighting derives the template (and checks
         it); later ones are filled in."""
-        self.stats.statements += 1
         try:
             tokens = self._tokenizer.tokenize(sql)
         except SqlglotError:
@@ -264,7 +263,7 @@ class StatementTemplates:
 
     def _full(self, sql: str) -> QueryScans:
         self.stats.full += 1
-        return self.scan(sql, self.schema, self.identity)
+        return scan_filters(sql, self.schema, self.identity)
 
     def _derive(
         self, sql: str, tokens: Sequence[Token], slots: Sequence[int], values: Sequence[str], key: tuple[object, ...]
@@ -284,7 +283,7 @@ class StatementTemplates:
         pieces.append(sql[position:])
         self.stats.derived += 1
         try:
-            with_sentinels = self.scan("".join(pieces), self.schema, self.identity) if slots else direct
+            with_sentinels = scan_filters("".join(pieces), self.schema, self.identity) if slots else direct
             template: _Template | None = _template(with_sentinels)
         except PredicateError:
             template = None
