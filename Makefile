@@ -10,6 +10,7 @@ $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,demo]'
+	$(BIN)/python -m optimizer.delta_jars  # Delta's JVM jars from Maven Central, cached in .venv (docs/DELTA-SPARK.md)
 	rm -f $(VENV)/.installed-*
 	touch $@
 

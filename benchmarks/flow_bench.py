@@ -13,7 +13,13 @@ table receive the same appends:
 * **manual**: after every append, ``deltaopt optimize`` of the new files with the features the
   analyser's thesis gates choose (``selection: frequency``; what an operator's cron would do: optimise
   always);
-* **service**: whatever the service decides.
+* **service**: whatever the service decides;
+* on the filtered stream, what a Delta user would run instead, written by Delta's own writer in the same
+  Spark session (`benchmarks.delta_peers`): **Delta ZORDER BY** (``OPTIMIZE ... ZORDER BY`` after every
+  append, on the columns the stream filters most) and **liquid clustering** (a ``CLUSTER BY`` table on
+  the same columns, ``OPTIMIZE`` after every append). Their rewrite time, bytes written and whether they
+  rewrote already-clustered data are reported beside the service's, and at the end every copy is read
+  by Spark's own Delta scan (files and bytes per held-out query), deltaopt's pruning and DuckDB.
 
 Per tick the report gives the service's decision and estimate (projected queries, skipping and
 compression terms), the manual run's measured job time and measured saving, and whether the manual
@@ -46,6 +52,7 @@ from typing import Any
 import yaml
 
 from benchmarks.common import table, write_report
+from benchmarks.delta_peers import DeltaPeer, expert_columns
 from costmodel.benefit import MB
 from optimizer import tpch
 from optimizer.analysis import analyse_table
@@ -73,6 +80,7 @@ class Scenario:
     filtered: bool
     expect: str  # what the service should do, for the report
     history_hours: float = 0.0  # the log already holds this much of the stream when the appends start
+    peers: bool = False  # race Delta's ZORDER BY and liquid clustering on this stream
 
 
 @dataclass
@@ -91,6 +99,8 @@ class Tick:
     manual_benefit: float | None = None  # that saving over the horizon at the true rate, cost units
     pays_off: bool | None = None
     service_seconds: float | None = None  # the service's own job, when it optimised
+    service_rewrite: dict[str, Any] | None = None  # bytes in / out of its job, and whether it rewrote clustered data
+    peer_rewrites: dict[str, Any] = field(default_factory=dict)  # peer name -> its OPTIMIZE after this append
     service_benefit: float | None = None  # its realised saving (before - measured after) at the true rate
 
 
@@ -187,6 +197,9 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
     log = QueryLogTable(config.tables[0].query_log_path)
     ctx = context(config, spark=lambda: spark)
     held = held_out(scenario.filtered)
+    peers = delta_peers(spark, root, target) if scenario.peers else {}
+    for peer in peers.values():
+        peer.load(spark.read.parquet(str(parts[0])).repartition(files_per_part))
     rng = random.Random(5)
     ticks: list[Tick] = []
     previous_saving = 0.0
@@ -207,19 +220,31 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
             recorder.flush()
             for copy in copies.values():
                 load_part(spark, copy, part, files_per_part)
+            for peer in peers.values():
+                peer.load(spark.read.parquet(str(part)).repartition(files_per_part))
 
             service_before = {f.path for f in copies["service"].snapshot().files}
+            unclustered = sum(f.size for f in unclustered_files(copies["service"], copies["service"].snapshot()))
             started = time.perf_counter()
             decision = run_once(ctx, now=now)[0].as_dict()
             tick = Tick(step, decision, time.perf_counter() - started)
             if decision.get("action") == "optimize" and decision.get("benefit"):
                 tick.estimated_after = decision["benefit"]["bytes_per_query_after"]
                 tick.measured_after = measured_after(copies["service"], service_before, log, config, now)
-                tick.service_seconds = (decision.get("job") or {}).get("seconds")
+                job = decision.get("job") or {}
+                tick.service_seconds = job.get("seconds")
+                tick.service_rewrite = {
+                    "bytes_in": job.get("bytes_in", 0),
+                    "bytes_out": job.get("bytes_out", 0),
+                    "rewrote_clustered": job.get("bytes_in", 0) > unclustered,
+                }
                 if tick.measured_after is not None:
                     saved = (decision["benefit"]["bytes_per_query_before"] - tick.measured_after) / MB
                     queries = scenario.rate * thresholds.benefit_horizon / 3600
                     tick.service_benefit = saved * queries * thresholds.cost_per_mb_read
+
+            for name, peer in peers.items():
+                tick.peer_rewrites[name] = peer.optimize().__dict__
 
             manual = copies["manual"]
             new = unclustered_files(manual, manual.snapshot())
@@ -250,8 +275,48 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
                 f"{tick.bytes_per_query['manual'] / MB:.2f} service {tick.bytes_per_query['service'] / MB:.2f} MB",
                 flush=True,
             )
-    duck = duckdb_files(copies, held)
-    return {"scenario": scenario, "ticks": ticks, "duckdb": duck, "target": target, "increment": increment}
+    final = {**copies, **{name: open_table(peer.path) for name, peer in peers.items()}}
+    duck = duckdb_files(final, held)
+    readers = spark_scans(spark, final, held) if peers else {}
+    return {
+        "scenario": scenario,
+        "ticks": ticks,
+        "duckdb": duck,
+        "target": target,
+        "increment": increment,
+        "spark_scans": readers,
+        "peers": {name: [r.__dict__ for r in peer.rewrites] for name, peer in peers.items()},
+        "peer_columns": next(iter(peers.values())).columns if peers else (),
+    }
+
+
+def delta_peers(spark: Any, root: Path, target: int) -> dict[str, DeltaPeer]:
+    """Delta's ZORDER BY and liquid clustering on the columns the stream filters most."""
+    columns = expert_columns((scan.filters for sql in stream(400, 7, True) for scan in scan_filters(sql).scans), 4)
+    return {
+        kind: DeltaPeer(spark, str(root / f"delta_{kind}"), kind, columns, target)  # type: ignore[arg-type]
+        for kind in ("zorder", "liquid")
+    }
+
+
+def spark_scans(spark: Any, copies: dict[str, TableAccess], held: Sequence[tuple[str | None, tuple[str, ...]]]) -> dict:
+    """Per copy, on its final state: mean files and MB Spark's own Delta scan read per held-out query,
+    and deltaopt's pruning (column MB) for comparison."""
+    from benchmarks.spark_reader import SparkDeltaReader
+
+    reader = SparkDeltaReader(spark)
+    out: dict[str, Any] = {}
+    for name, copy in copies.items():
+        scans = [reader.scan(copy.uri, where, columns) for where, columns in held]
+        figures = measure(copy, held)
+        out[name] = {
+            "files": sum(s.files for s in scans) / len(scans),
+            "mb": sum(s.bytes for s in scans) / len(scans) / MB,
+            "total_files": scans[0].total,
+            "deltaopt_column_mb": figures["deltaopt_bytes"] / MB,
+            "standard_column_mb": figures["standard_bytes"] / MB,
+        }
+    return out
 
 
 def duckdb_files(copies: dict[str, TableAccess], held: Sequence[tuple[str | None, tuple[str, ...]]]) -> dict:
@@ -376,12 +441,81 @@ def render(results: Sequence[dict], scale: float, appends: int) -> str:
         )
         if duck.get("errors"):
             lines.append(f"Unknown counts are the extension's errors: {duck['errors']}\n")
+        if result.get("spark_scans"):
+            lines.append(render_peers(result) + "\n")
         lines.append(verdict(ticks) + "\n")
     header = (
         f"TPC-H lineitem scale {scale} in {appends} increments; one increment per simulated hour, "
         f"{HELD_OUT} held-out queries per measurement.\n\n"
     )
     return header + "\n".join(lines)
+
+
+def render_peers(result: dict) -> str:
+    """deltaopt's service against Delta's ZORDER BY and liquid clustering: rewrites, and what Spark's own
+    Delta scan, deltaopt's pruning and DuckDB read on the final tables."""
+    ticks: list[Tick] = result["ticks"]
+    scans, duck = result["spark_scans"], result["duckdb"]["copies"]
+    service = [t for t in ticks if t.service_rewrite]
+    rewrites = {
+        "none": (0, 0.0, 0, 0),
+        "manual": (sum(1 for t in ticks if t.manual_seconds), sum(t.manual_seconds or 0 for t in ticks), None, 0),
+        "service": (
+            len(service),
+            sum(t.service_seconds or 0 for t in service),
+            sum(t.service_rewrite["bytes_out"] for t in service if t.service_rewrite),
+            sum(1 for t in service if t.service_rewrite and t.service_rewrite["rewrote_clustered"]),
+        ),
+    }
+    for name, runs in result["peers"].items():
+        rewrites[name] = (
+            len(runs),
+            sum(r["seconds"] for r in runs),
+            sum(r["bytes_added"] for r in runs),
+            sum(1 for r in runs if r["rewrote_clustered"]),
+        )
+    rows = []
+    for name, scan in scans.items():
+        count, seconds, written, again = rewrites[name]
+        d = duck.get(name) or {}
+        rows.append(
+            (
+                name,
+                count,
+                f"{seconds:.1f}",
+                "-" if written is None else f"{written / MB:.1f}",
+                again,
+                f"{scan['files']:.1f}/{scan['total_files']}",
+                f"{scan['mb']:.2f}",
+                f"{scan['deltaopt_column_mb']:.2f}",
+                f"{scan['standard_column_mb']:.2f}",
+                "-" if d.get("mean_files") is None else f"{d['mean_files']:.1f}/{d['total_files']}",
+            )
+        )
+    names = {k: k for k in scans}
+    names.update({"zorder": "Delta ZORDER BY", "liquid": "Delta liquid clustering"})
+    rows = [(names[r[0]], *r[1:]) for r in rows]
+    columns = ", ".join(result.get("peer_columns", ()))
+    return (
+        "\nAgainst Delta's own layouts (same appends, same Spark session; peers written by Delta's writer):\n\n"
+        + table(
+            (
+                "copy",
+                "rewrites",
+                "rewrite s (total)",
+                "MB written",
+                "rewrites that re-clustered old data",
+                "Spark Delta scan: files/query",
+                "Spark Delta scan: MB/query",
+                "deltaopt pruning: column MB/query",
+                "Delta min/max: column MB/query",
+                "DuckDB files/query",
+            ),
+            rows,
+        )
+        + f"\n\nDelta's peers cluster on ({columns}): the columns the stream filters most. Rewrites that "
+        "re-clustered old data: OPTIMIZE runs that removed more bytes than had arrived since the previous one.\n"
+    )
 
 
 def verdict(ticks: Sequence[Tick]) -> str:
@@ -410,6 +544,7 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--low-rate", type=float, default=2.0, help="the too-sparse scenario's rate (7 days logged)")
     parser.add_argument("--files-per-append", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="scale 0.05, 4 appends")
+    parser.add_argument("--only", choices=["filtered"], help="run only the filtered stream (with Delta's peers)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args(argv)
     if args.quick:
@@ -418,14 +553,16 @@ def main(argv: Sequence[str]) -> None:
     spark = build_session(load_config_spark())
     parts = tpch.generate("lineitem", args.scale, work / "tpch", parts=args.appends + 1)
     scenarios = (
-        Scenario("filtered stream", args.rate, True, "optimise when the manual run pays off"),
+        Scenario("filtered stream", args.rate, True, "optimise when the manual run pays off", peers=True),
         Scenario(
             "filtered stream, too sparse to pay", args.low_rate, True, "skip: too few queries", history_hours=7 * 24
         ),
         Scenario("unfiltered stream", args.rate, False, "skip: nothing to skip"),
     )
+    if args.only:
+        scenarios = scenarios[:1]
     results = []
-    name = "flow" if not args.quick else "flow-quick"
+    name = ("flow" if not args.quick else "flow-quick") + (f"-{args.only}" if args.only else "")
     try:
         for i, scenario in enumerate(scenarios):
             results.append(run_scenario(spark, scenario, parts, work / f"s{i}", args.files_per_append))
@@ -435,13 +572,20 @@ def main(argv: Sequence[str]) -> None:
             shutil.rmtree(work, ignore_errors=True)
     body = render(results, args.scale, args.appends)
     print(body)
-    command = f"python -m benchmarks flow --scale {args.scale} --appends {args.appends} --rate {args.rate:g}"
+    command = f"python -m benchmarks flow --scale {args.scale} --appends {args.appends} --rate {args.rate:g}" + (
+        f" --only {args.only}" if args.only else ""
+    )
     write_report(name, "The product flow: appends, a live stream, ticks", body, command)
 
 
 def _save_raw(results: Sequence[dict], path: Path) -> None:
     raw = [
-        {"scenario": r["scenario"].name, "ticks": [t.__dict__ | {"decision": _brief(t.decision)} for t in r["ticks"]]}
+        {
+            "scenario": r["scenario"].name,
+            "ticks": [t.__dict__ | {"decision": _brief(t.decision)} for t in r["ticks"]],
+            "peers": r.get("peers"),
+            "spark_scans": r.get("spark_scans"),
+        }
         for r in results
     ]
     path.write_text(json.dumps(raw, indent=1, default=str))

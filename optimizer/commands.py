@@ -148,7 +148,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     else:
         print(
             f"{path}: version {result.version}, {result.files_in} -> {result.files_out} files, "
-            f"{result.bytes_in:,} -> {result.bytes_out:,} bytes, {result.rows:,} rows"
+            f"{result.bytes_in:,} -> {result.bytes_out:,} bytes, {result.rows:,} rows; committed by "
+            + ("Delta's own transaction" if result.committed_by == "delta-spark" else result.committed_by)
         )
     return 0
 

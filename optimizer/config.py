@@ -183,10 +183,22 @@ class SparkSettings(_Model):
     app_name: str = "deltaopt"
     shuffle_partitions: int = Field(8, ge=1)
     driver_memory: str | None = Field(None, description="e.g. '4g'; only for a local master")
-    delta_packages: bool = Field(
-        False, description="configure io.delta jars with delta-spark (needs the jars to be reachable)"
+    delta: Literal["auto", "required", "off"] = Field(
+        "auto",
+        description="load the Delta Lake engine (jars cached by `make install`): auto uses it when it loads, "
+        "required fails without it, off never loads it",
+    )
+    delta_packages: bool | None = Field(None, description="deprecated spelling: true means delta: required")
+    commit: Literal["auto", "delta-spark", "delta-rs"] = Field(
+        "auto",
+        description="who commits OPTIMIZE: Delta's own transaction when the session has the Delta engine "
+        "(auto), or delta-rs from this process",
     )
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings")
+
+    @property
+    def delta_mode(self) -> Literal["auto", "required", "off"]:
+        return "required" if self.delta_packages else self.delta
 
     @model_validator(mode="after")
     def _connect_scheme(self) -> SparkSettings:

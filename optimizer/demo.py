@@ -128,6 +128,13 @@ def run_demo(workdir: str, scale: float = 0.1, parts: int = 8, fresh: bool = Tru
     _show(run_once(ctx)[0])
 
     print(render(table_info(table)))
+    _say("the table's history of layout rewrites (who committed, as Delta's history shows them):")
+    for commit in table.history():
+        if commit.is_deltaopt_optimize:
+            metrics = commit.metadata.get("operationMetrics") or {}
+            files = f", {metrics['numRemovedFiles']} files -> {metrics['numAddedFiles']}" if metrics else ""
+            run = commit.deltaopt.get("runId")
+            _say(f"  v{commit.version}: {commit.operation} by {commit.engine}, run {run}{files}")
     _say("what some workload queries read now:")
     for sql in tpch.lineitem_queries(4, seed=3):
         where = sql.split(" WHERE ", 1)[1]

@@ -8,9 +8,11 @@ Three ways to reach Spark, chosen by configuration:
 * **cluster**: any other master URL (``spark://``, ``yarn``, ``k8s://``).
 * **connect**: a Spark Connect URL (``sc://``), e.g. the cluster that wrote the data.
 
-Data work is the same in all three: Spark reads and writes Parquet; the Delta log is read and written
-by delta-rs on the driver (see `optimizer.table`). Whether the Delta Lake JVM classes are loadable is
-detected and reported, so an operator sees which mode runs; the data path does not depend on it.
+Data work is the same in all three: Spark reads and writes Parquet, and the Delta log is read by
+delta-rs on the driver (see `optimizer.table`). Embedded and cluster sessions load the Delta Lake engine
+(the jars `optimizer.delta_jars` caches in the environment) unless ``spark.delta: off``; when the
+session has it, OPTIMIZE commits through Delta's own transaction (`optimizer.table.committer`),
+otherwise through delta-rs. Which one runs is detected and reported.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 from optimizer.config import SparkSettings
 from optimizer.errors import SparkRuntimeError
+from optimizer.table.committer import COMMIT_CONF  # SparkSettings.commit, readable by jobs wherever they run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,6 +49,8 @@ EMBEDDED_CONF: dict[str, str] = {
     # Raw local FS: no .crc side files next to table data.
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.hadoop.fs.file.impl.disable.cache": "true",
+    # the same for FileContext, which Delta's log store writes commits with
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
 }
 
 Mode = Literal["embedded", "cluster", "connect"]
@@ -59,12 +64,17 @@ class RuntimeInfo:
     master: str
     spark_version: str
     delta_jvm: bool | None  # None: cannot be checked (Spark Connect has no JVM gateway)
+    commit_engine: str = "delta-rs"  # who commits OPTIMIZE in this session: "delta-spark" or "delta-rs"
 
     def describe(self) -> str:
-        delta = {True: "Delta JVM classes present", False: "no Delta JVM classes", None: "Delta JVM unknown"}
+        delta = {True: "Delta engine loaded", False: "no Delta engine", None: "Delta engine unknown (Connect)"}
+        commits = {
+            "delta-spark": "OPTIMIZE commits through Delta's transaction",
+            "delta-rs": "OPTIMIZE commits through delta-rs",
+        }
         return (
             f"Spark {self.spark_version} ({self.mode}, {self.master}); {delta[self.delta_jvm]}; "
-            "Delta log via delta-rs, data via Spark Parquet I/O"
+            f"{commits.get(self.commit_engine, self.commit_engine)}; data via Spark Parquet I/O"
         )
 
 
@@ -79,8 +89,6 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
 
     Raises `SparkRuntimeError` when Spark cannot start (no Java, unreachable master or Connect server).
     """
-    from pyspark.sql import SparkSession
-
     settings = settings or SparkSettings()
     mode = session_mode(settings)
     conf = dict(REQUIRED_CONF)
@@ -93,53 +101,67 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
     conf["spark.sql.shuffle.partitions"] = str(settings.shuffle_partitions)
     conf.update(settings.conf)
 
+    conf[COMMIT_CONF] = settings.commit
+    delta = settings.delta_mode if mode != "connect" else "off"  # a Connect client cannot add jars
+    if delta != "off":
+        try:
+            spark = _start(settings, mode, _with_delta(conf))
+        except SparkRuntimeError as err:
+            if delta == "required":
+                raise SparkRuntimeError(f"spark.delta is required but the Delta engine did not load: {err}") from err
+            log.warning("Delta Lake engine not loaded (%s); continuing without it: commits go through delta-rs", err)
+            spark = _start(settings, mode, conf)
+    else:
+        spark = _start(settings, mode, conf)
+    if mode == "embedded":
+        spark.sparkContext.setLogLevel("ERROR")
+    info = runtime_info(spark, settings)
+    if delta == "required" and not info.delta_jvm:
+        raise SparkRuntimeError("spark.delta is required but the session has no Delta engine classes")
+    log.info("spark session ready: %s", info.describe())
+    return spark
+
+
+def _with_delta(conf: dict[str, str]) -> dict[str, str]:
+    """`conf` plus what loads Delta; jars and extensions the user configured are kept beside Delta's."""
+    from optimizer import delta_jars
+
+    merged = {"spark.databricks.delta.snapshotPartitions": "4", **conf}  # few tasks to replay small logs
+    for key, value in delta_jars.session_conf().items():
+        mine = conf.get(key)
+        listed = key in ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
+        merged[key] = f"{mine},{value}" if mine and listed and value not in mine else (mine or value)
+    return merged
+
+
+def _start(settings: SparkSettings, mode: Mode, conf: dict[str, str]) -> SparkSession:
+    from pyspark.sql import SparkSession
+
     # a fresh Builder: ``SparkSession.builder`` is shared by the process and keeps every option set on it
     builder = SparkSession.Builder().appName(settings.app_name)
     if mode == "connect":
         builder = builder.remote(settings.connect_url or "")
         # Static and JVM-level settings cannot be changed from a Connect client; session ones can.
-        conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}
+        conf = {k: v for k, v in conf.items() if k.startswith(("spark.sql.", "spark.deltaopt."))}
     else:
         builder = builder.master(settings.master)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    if settings.delta_packages:
-        builder = _with_delta_packages(builder)
     try:
-        spark = builder.getOrCreate()
+        return builder.getOrCreate()
     except Exception as err:  # py4j / grpc / OS errors: all mean "no Spark"
         target = settings.connect_url or settings.master
         raise SparkRuntimeError(f"cannot start or reach Spark at {target}: {err}") from err
-    if mode == "embedded":
-        spark.sparkContext.setLogLevel("ERROR")
-    info = runtime_info(spark, settings)
-    log.info("spark session ready: %s", info.describe())
-    return spark
-
-
-def _with_delta_packages(builder: SparkSession.Builder) -> SparkSession.Builder:
-    try:
-        from delta import configure_spark_with_delta_pip
-    except ImportError as err:
-        raise SparkRuntimeError(
-            "spark.delta_packages is true but delta-spark is not installed: pip install 'deltaopt[delta]'"
-        ) from err
-    builder = builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension").config(
-        "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-    )
-    return configure_spark_with_delta_pip(builder)
 
 
 def delta_jvm_available(spark: SparkSession) -> bool | None:
-    """Whether ``io.delta.tables.DeltaTable`` loads in the driver JVM; None under Spark Connect."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
+    """Whether the Delta engine's classes load in the driver JVM (through the class loader that sees
+    ``spark.jars``); None under Spark Connect, which has no JVM gateway."""
+    from optimizer.table.deltaspark import delta_classes
+
+    if getattr(spark, "_jvm", None) is None:
         return None
-    try:
-        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
-    except Exception:  # ClassNotFoundException arrives as a Py4JJavaError
-        return False
-    return True
+    return delta_classes(spark) is not None
 
 
 def runtime_info(spark: SparkSession, settings: SparkSettings | None = None) -> RuntimeInfo:
@@ -150,4 +172,12 @@ def runtime_info(spark: SparkSession, settings: SparkSettings | None = None) -> 
     else:
         master = spark.sparkContext.master or settings.master
         mode = "embedded" if master.startswith("local") else "cluster"
-    return RuntimeInfo(mode=mode, master=master, spark_version=spark.version, delta_jvm=delta_jvm_available(spark))
+    from optimizer.table.committer import commit_engine
+
+    return RuntimeInfo(
+        mode=mode,
+        master=master,
+        spark_version=spark.version,
+        delta_jvm=delta_jvm_available(spark),
+        commit_engine=commit_engine(spark),
+    )

@@ -9,8 +9,8 @@
 Guarantees: only the given files are rewritten; nothing is committed unless the written rows equal the
 input rows (count and two order-insensitive hashes per partition group); the commit removes exactly
 the input files and adds the written ones with ``dataChange=false``, and loses cleanly against
-concurrent commits (`TableAccess.rewrite`). Only small, distinct things reach the driver: vector
-counts, quantile samples, per-file aggregates.
+concurrent commits (`optimizer.table.committer`: Delta's own transaction, or delta-rs). Only small,
+distinct things reach the driver: vector counts, quantile samples, per-file aggregates.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from optimizer.skipping.collect import sop_vector, stats_spec
 from optimizer.skipping.extended import ExtendedStats, delete_index, to_json, unclustered_files, write_index
 from optimizer.spark_expr import expression_column
 from optimizer.table.access import DataFile, Snapshot, StagedFile
+from optimizer.table.committer import Committer, RewriteRequest, committer_for
 from optimizer.table.output import OutputSettings, resolve_output
 from optimizer.table.stats import data_columns, stats_columns
 
@@ -58,6 +59,7 @@ class OptimizeResult:
     features: Mapping[str, object]
     seconds: Mapping[str, float] = field(default_factory=dict)
     output: Mapping[str, object] = field(default_factory=dict)  # codec and row-group size written with
+    committed_by: str = ""  # "delta-spark" (Delta's transaction) or "delta-rs"; empty when nothing was committed
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -248,10 +250,12 @@ def optimize(
     with `output`'s codec and row-group size (the table's own codec property wins).
 
     Raises `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing
-    committed) and `TableAccessError`.
+    committed) and `TableAccessError`. The commit goes through Delta's own transaction when `spark` has
+    the Delta engine, else through delta-rs (`optimizer.table.committer`).
     """
     started = time.perf_counter()
-    table.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
+    committer = committer_for(table, spark)
+    committer.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
     snapshot = snapshot or table.snapshot()
     chosen = _active(snapshot, list(files) if files is not None else unclustered_files(table, snapshot))
     run_id = run_id or uuid.uuid4().hex[:16]
@@ -276,7 +280,7 @@ def optimize(
     )
     seconds = {"cluster": staged.cluster_seconds, "write": staged.write_seconds}
     clock = time.perf_counter()
-    version = _commit(table, snapshot, chosen, staged, features, run_id=run_id, rows=rows_in, metadata=metadata)
+    version = _commit(committer, snapshot, chosen, staged, features, run_id=run_id, rows=rows_in, metadata=metadata)
     seconds["commit"] = time.perf_counter() - clock
     seconds["total"] = time.perf_counter() - started
     progress(f"committed version {version} in {seconds['total']:.1f}s")
@@ -294,6 +298,7 @@ def optimize(
         features=features.as_dict(),
         seconds={k: round(v, 3) for k, v in seconds.items()},
         output=staged.output,
+        committed_by=committer.engine,
     )
 
 
@@ -364,7 +369,7 @@ def _write_verified(
 
 
 def _commit(
-    table: TableAccess,
+    committer: Committer,
     snapshot: Snapshot,
     chosen: Sequence[DataFile],
     staged: _Staged,
@@ -388,10 +393,17 @@ def _commit(
         "output": staged.output,
         **(metadata or {}),
     }
+    request = RewriteRequest(
+        snapshot.version,
+        chosen,
+        staged.files,
+        commit_metadata,
+        z_order_by=tuple(d.column for d in staged.layout.dimensions),
+    )
     try:
-        return table.rewrite(snapshot.version, chosen, staged.files, commit_metadata)
+        return committer.rewrite(request)
     except Exception:
-        delete_index(table, run_id)
+        delete_index(committer.table, run_id)
         raise
 
 

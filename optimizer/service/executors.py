@@ -105,7 +105,12 @@ class SparkExecutor:
             result.bytes_out,
             result.rows,
             round(time.perf_counter() - started, 3),
-            {"dimensions": list(result.dimensions), "sop_partitions": result.sop_partitions, "output": result.output},
+            {
+                "dimensions": list(result.dimensions),
+                "sop_partitions": result.sop_partitions,
+                "output": result.output,
+                "committed_by": result.committed_by,
+            },
         )
 
 

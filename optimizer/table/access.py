@@ -2,8 +2,9 @@
 
 Everything crossing this boundary is an immutable record: a `Snapshot` of the active files with their
 Delta statistics, `Commit` entries of the history, and `StagedFile` for files Spark has written but
-nobody has committed yet. The one implementation here is `optimizer.table.deltars.TableAccess`
-(delta-rs for the log, Spark for Parquet); a delta-spark implementation can sit beside it.
+nobody has committed yet. The implementation is `optimizer.table.deltars.DeltaRsTable` (delta-rs reads
+the log, Spark reads and writes Parquet); who commits a layout rewrite is `optimizer.table.committer`'s
+choice (Delta's own transaction where the session has it, else delta-rs).
 """
 
 from __future__ import annotations
@@ -89,11 +90,26 @@ class Commit:
     def deltaopt(self) -> Mapping[str, Any]:
         """The metadata deltaopt committed with this commit; empty for every other writer's commits."""
         ours = self.metadata.get(CUSTOM_METADATA_KEY)
+        if ours is None:  # committed through Delta's transaction: a commitInfo tag holding JSON
+            tags = self.metadata.get("tags")
+            ours = _json_object(tags.get(CUSTOM_METADATA_KEY)) if isinstance(tags, Mapping) else None
         return ours if isinstance(ours, Mapping) else {}
 
     @property
     def is_deltaopt_optimize(self) -> bool:
         return self.deltaopt.get("operation") == "OPTIMIZE"
+
+
+def _json_object(text: Any) -> Mapping[str, Any] | None:
+    import json
+
+    if not isinstance(text, str):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, Mapping) else None
 
 
 def commit_of_run(commits: Sequence[Commit], run_id: str) -> Commit | None:
@@ -118,7 +134,7 @@ StatsCallback = Callable[[str, Mapping[str, Any]], Mapping[str, Any]]
 
 class TableAccess(Protocol):
     """What the optimizer needs from a Delta table: everything outside `optimizer.table` names this
-    protocol, and `open_table` picks the implementation (today `TableAccess`)."""
+    protocol, and `open_table` picks the implementation (today `DeltaRsTable`)."""
 
     uri: str
     storage_options: dict[str, str]

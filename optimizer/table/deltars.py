@@ -28,6 +28,7 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction, cre
 from optimizer import errors
 from optimizer.table.access import CUSTOM_METADATA_KEY, Commit, DataFile, Snapshot, StagedFile, StatsCallback
 from optimizer.table.commit_safety import check_commit_safety
+from optimizer.table.committer import check_staged
 from optimizer.table.footer_stats import FOOTER_ROWS, footer_indices, footer_stats
 from optimizer.table.stats import StatsColumn, collect_file_stats, data_columns, delta_stats_json, stats_columns
 
@@ -260,7 +261,7 @@ class DeltaRsTable:
     ) -> int:
         """Commit `staged` as new data (``dataChange=true``); blind appends retry on conflicts."""
         self.commit_safety()
-        self._check_staged(staged)
+        check_staged(self, staged)
         table = self._open()
         try:
             table.create_write_transaction(
@@ -296,7 +297,7 @@ class DeltaRsTable:
         paths = [f.path for f in remove]
         if len(set(paths)) != len(paths):
             raise errors.RewriteValidationError("a rewrite lists the same file to remove twice")
-        self._check_staged(add)
+        check_staged(self, add)
         version = read_version
         for _attempt in range(REWRITE_ATTEMPTS):
             table = self._open(version)
@@ -381,17 +382,6 @@ class DeltaRsTable:
             if info.type == pafs.FileType.File and name.endswith(".parquet") and not name.startswith((".", "_")):
                 found[info.path[len(root) + 1 :]] = int(info.size or 0)
         return dict(sorted(found.items()))
-
-    def _check_staged(self, staged: Sequence[StagedFile]) -> None:
-        fs, root = self.filesystem()
-        infos = fs.get_file_info([f"{root}/{f.path}" for f in staged]) if staged else []
-        for f, info in zip(staged, infos, strict=True):
-            if info.type != pafs.FileType.File:
-                raise errors.RewriteValidationError(f"file to add does not exist: {self.file_uri(f.path)}")
-            if info.size != f.size:
-                raise errors.RewriteValidationError(
-                    f"file to add changed size: {f.path} is {info.size} bytes, staged as {f.size}"
-                )
 
     def _remove_directory(self, directory: str) -> None:
         fs, root = self.filesystem()

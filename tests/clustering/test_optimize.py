@@ -94,7 +94,7 @@ def test_rewrites_preserve_the_rows_of_every_layout(spark, layouts):
         if name != "plain":
             assert snapshot.version == 1
             (commit,) = [c for c in table.history(1)]
-            assert commit.metadata["deltaopt"]["operation"] == "OPTIMIZE"
+            assert commit.deltaopt["operation"] == "OPTIMIZE"
             assert len(load_index(table, snapshot)) == len(snapshot.files)  # every new file has extended stats
             assert unclustered_files(table, snapshot) == []
 

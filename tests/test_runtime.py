@@ -1,0 +1,59 @@
+"""The session deltaopt builds: Delta's jars from the environment's cache, settings merged, the commit
+path reported."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer import delta_jars
+from optimizer.config import SparkSettings, parse_config
+from optimizer.errors import ConfigError
+from optimizer.runtime import _with_delta, runtime_info
+
+
+def test_jars_are_cached_inside_the_environment_and_named_by_the_wheel_version(monkeypatch, tmp_path):
+    monkeypatch.setenv(delta_jars.JARS_ENV, str(tmp_path))
+    version = delta_jars.delta_version()
+    assert delta_jars.coordinates() == f"io.delta:delta-spark_2.13:{version}"
+    # nothing cached: the session resolves through Ivy into the environment's directory, not ~/.ivy2
+    assert delta_jars.cached_jars() is None
+    conf = delta_jars.session_conf()
+    assert conf["spark.jars.packages"] == delta_jars.coordinates()
+    assert conf["spark.jars.ivy"] == str(tmp_path)
+    # cached: the files go on spark.jars and nothing is resolved again
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for name in (f"io.delta_delta-spark_2.13-{version}.jar", f"io.delta_delta-storage-{version}.jar", "x_y-1.jar"):
+        (jars / name).write_bytes(b"")
+    (jars / "io.delta_delta-storage-0.1.jar").write_bytes(b"")  # another version's jar is left out
+    conf = delta_jars.session_conf()
+    assert "spark.jars.packages" not in conf
+    assert sorted(p.rsplit("/", 1)[-1] for p in conf["spark.jars"].split(",")) == [
+        f"io.delta_delta-spark_2.13-{version}.jar",
+        f"io.delta_delta-storage-{version}.jar",
+        "x_y-1.jar",
+    ]
+    assert conf["spark.sql.extensions"] == delta_jars.EXTENSIONS
+
+
+def test_the_users_jars_and_extensions_are_kept_beside_deltas(monkeypatch, tmp_path):
+    monkeypatch.setenv(delta_jars.JARS_ENV, str(tmp_path))
+    merged = _with_delta({"spark.sql.extensions": "com.example.Ext", "spark.jars.packages": "a:b:1"})
+    assert merged["spark.sql.extensions"] == f"com.example.Ext,{delta_jars.EXTENSIONS}"
+    assert merged["spark.jars.packages"] == f"a:b:1,{delta_jars.coordinates()}"
+
+
+def test_delta_and_commit_settings_are_validated():
+    config = parse_config({"version": 1, "spark": {"delta": "required", "commit": "delta-rs"}, "tables": [{"name": "t", "path": "/x"}]})
+    assert config.spark.delta_mode == "required" and config.spark.commit == "delta-rs"
+    assert SparkSettings(delta_packages=True).delta_mode == "required"  # the old spelling still works
+    with pytest.raises(ConfigError, match=r"spark\.delta: got 'sometimes'"):
+        parse_config({"version": 1, "spark": {"delta": "sometimes"}, "tables": [{"name": "t", "path": "/x"}]})
+
+
+@pytest.mark.spark
+def test_the_test_session_loaded_delta_and_says_who_commits(spark):
+    info = runtime_info(spark)
+    assert info.delta_jvm is True and info.commit_engine == "delta-spark"
+    assert "Delta engine loaded" in info.describe() and "Delta's transaction" in info.describe()
+    assert spark.range(3).count() == 3
