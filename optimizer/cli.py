@@ -113,6 +113,11 @@ def _add_optimize(commands: Any) -> None:
     opt.add_argument("--row-group-size", help="Parquet row-group size, e.g. 16MiB (default: configured)")
     opt.add_argument("--output-json", help="writer settings as JSON (what the service sends a cluster)")
     opt.add_argument("--connect", help="run the data work on this Spark Connect server (sc://host:port)")
+    opt.add_argument(
+        "--no-key-statistics",
+        action="store_true",
+        help="leave the table's statistics columns as they are (default: clustering keys get min/max first)",
+    )
     opt.add_argument("--json", action="store_true")
     opt.set_defaults(handler=cmd_optimize)
 

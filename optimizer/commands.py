@@ -140,6 +140,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True),
         run_id=args.run_id,
         output=_output_settings(args, thresholds),
+        stats_for_keys=not args.no_key_statistics and (thresholds.stats_for_clustering_keys if thresholds else True),
     )
     if args.json:
         print_json(result.as_dict())
@@ -151,6 +152,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             f"{result.bytes_in:,} -> {result.bytes_out:,} bytes, {result.rows:,} rows; committed by "
             + ("Delta's own transaction" if result.committed_by == "delta-spark" else result.committed_by)
         )
+    if result.properties:
+        print("  clustering keys got statistics: " + ", ".join(f"{k}={v}" for k, v in result.properties.items()))
     return 0
 
 

@@ -130,6 +130,12 @@ class Thresholds(_Model):
     )
     codec_level: int | None = Field(None, ge=1, le=22, description="codec level (zstd 1-22, gzip 1-9)")
     row_group_size: ByteSize = Field(16 << 20, gt=0, description="Parquet row-group size OPTIMIZE writes")
+    stats_for_clustering_keys: bool = Field(
+        True,
+        description="make the clustering keys' columns collect min/max (extend delta.dataSkippingStatsColumns or "
+        "raise delta.dataSkippingNumIndexedCols before the rewrite) so standard readers can skip on them; off: "
+        "the estimate prices what standard readers get without them",
+    )
     compare_layouts: bool = Field(
         True, description="estimate Z-only, SOP-only and fewer-Z variants too, and keep the best net benefit"
     )

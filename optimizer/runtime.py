@@ -107,9 +107,10 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
         try:
             spark = _start(settings, mode, _with_delta(conf))
         except SparkRuntimeError as err:
+            reason = _why_delta_failed(err)
             if delta == "required":
-                raise SparkRuntimeError(f"spark.delta is required but the Delta engine did not load: {err}") from err
-            log.warning("Delta Lake engine not loaded (%s); continuing without it: commits go through delta-rs", err)
+                raise SparkRuntimeError(f"spark.delta is required but the Delta engine did not load: {reason}") from err
+            log.warning("Delta Lake engine not loaded (%s); continuing without it: commits go through delta-rs", reason)
             spark = _start(settings, mode, conf)
     else:
         spark = _start(settings, mode, conf)
@@ -120,6 +121,22 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
         raise SparkRuntimeError("spark.delta is required but the session has no Delta engine classes")
     log.info("spark session ready: %s", info.describe())
     return spark
+
+
+def _why_delta_failed(err: SparkRuntimeError) -> str:
+    """The useful part of a failed start with Delta: usually jars that are neither cached nor reachable."""
+    from optimizer import delta_jars
+
+    try:
+        cached = delta_jars.cached_jars()
+    except SparkRuntimeError as missing:  # the delta-spark wheel itself is not installed
+        return str(missing)
+    if cached is None:
+        return (
+            f"{delta_jars.coordinates()} is not cached in {delta_jars.ivy_home()} and could not be resolved from "
+            "Maven Central; run `python -m optimizer.delta_jars` (part of `make install`) where it is reachable"
+        )
+    return str(err)
 
 
 def _with_delta(conf: dict[str, str]) -> dict[str, str]:

@@ -19,6 +19,7 @@ from querylog.predicates.attribute import JoinKey, QueryScans, Schema, scan_filt
 from querylog.predicates.normalize import canonical_conjuncts
 from querylog.predicates.parse import parse_condition
 from querylog.predicates.templates import StatementTemplates
+from querylog.predicates.truncate import bound_condition, bound_filters, check_statement_size
 from querylog.records import DerivedFilter, QuarantineRecord, ScanRecord
 
 
@@ -30,6 +31,7 @@ class Captured:
     quarantined: tuple[QuarantineRecord, ...] = ()
     statements: int = 0  # SQL statements read
     resolved: int = 0  # of which every table's schema was known (all columns attributed for sure)
+    truncated: int = 0  # statements or scans whose conjuncts were cut to bounds (`predicates.truncate`)
 
     def __add__(self, other: Captured) -> Captured:
         return Captured(
@@ -37,6 +39,7 @@ class Captured:
             self.quarantined + other.quarantined,
             self.statements + other.statements,
             self.resolved + other.resolved,
+            self.truncated + other.truncated,
         )
 
 
@@ -85,21 +88,28 @@ def capture_filters(
     location: str = "",
 ) -> Captured:
     """Rows for one scan given its filters as SQL text (each may itself be a conjunction). Columns
-    qualified by the table's name are the table's; other qualified names are struct fields."""
+    qualified by the table's name are the table's; other qualified names are struct fields. Filters
+    past the bounds of `predicates.truncate` are cut soundly (conjuncts dropped)."""
     qualifiers = frozenset({table_id, table_id.rstrip("/").rsplit("/", 1)[-1].rsplit(".", 1)[-1]})
     canonical: set[str] = set()
+    cut = 0
     for text in filters:
         try:
-            canonical.update(_canonical_filter(text, qualifiers))
+            check_statement_size(text)
+            found, dropped = _canonical_filter(text, qualifiers)
         except PredicateError as err:
             return Captured(quarantined=(QuarantineRecord(ts, source, location or table_id, str(err), text),))
+        canonical.update(found)
+        cut += dropped
+    kept = bound_filters(canonical)
     return Captured(
+        truncated=int(bool(cut) or len(kept) < len(canonical)),
         scans=(
             ScanRecord(
                 query_id=query_id or uuid.uuid4().hex,
                 ts=ts,
                 table_id=table_id,
-                filters=tuple(sorted(canonical)),
+                filters=kept,
                 columns=tuple(sorted({c.lower() for c in columns})) or ("*",),
                 source=source,
                 raw=" AND ".join(f"({f})" for f in filters) or None,
@@ -107,14 +117,16 @@ def capture_filters(
                 files_scanned=metrics.files_scanned,
                 duration_ms=metrics.duration_ms,
             ),
-        )
+        ),
     )
 
 
 @lru_cache(maxsize=65536)
-def _canonical_filter(text: str, qualifiers: frozenset[str]) -> tuple[str, ...]:
-    """The canonical conjuncts of one filter text (the same texts recur: dashboards, retries)."""
-    return tuple(canonical_conjuncts(parse_condition(text), qualifiers))
+def _canonical_filter(text: str, qualifiers: frozenset[str]) -> tuple[tuple[str, ...], int]:
+    """The canonical conjuncts of one filter text (the same texts recur: dashboards, retries), after
+    cutting its AND chain to bounds; how many conjuncts the cut dropped."""
+    condition, dropped = bound_condition(parse_condition(text))
+    return tuple(canonical_conjuncts(condition, qualifiers)), dropped
 
 
 def capture_sql(
@@ -145,14 +157,19 @@ def capture_sql(
     query_id = query_id or uuid.uuid4().hex
     single = len(watched) == 1
     records = []
+    truncated = bool(result.dropped)
     for s in watched:
         derived = _derived(s.joins, s.filters, context.derive)
+        every = {*s.filters, *(d.filter for d in derived)}
+        filters = bound_filters(every)
+        truncated |= len(filters) < len(every)
+        derived = tuple(d for d in derived if d.filter in filters)
         records.append(
             ScanRecord(
                 query_id=query_id,
                 ts=ts,
                 table_id=s.table,
-                filters=tuple(sorted({*s.filters, *(d.filter for d in derived)})),
+                filters=filters,
                 columns=s.columns,
                 source=source,
                 raw=sql,
@@ -163,7 +180,7 @@ def capture_sql(
                 derived=derived,
             )
         )
-    return Captured(scans=tuple(records), statements=1, resolved=int(not result.unresolved))
+    return Captured(scans=tuple(records), statements=1, resolved=int(not result.unresolved), truncated=int(truncated))
 
 
 def _derived(joins: Sequence[JoinKey], stated: Sequence[str], derive: Derive | None) -> tuple[DerivedFilter, ...]:

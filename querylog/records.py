@@ -30,8 +30,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
+
+from querylog.predicates.truncate import MAX_SCAN_FILTERS, bound_filters
 
 SCHEMA_VERSION = 1
 RAW_LIMIT = 16_384  # characters of source text kept for audit
@@ -134,23 +137,28 @@ def scans_to_arrow(records: Sequence[ScanRecord]) -> pa.Table:
 
 
 def scans_from_arrow(table: pa.Table) -> list[ScanRecord]:
-    """Rows of a known schema version as records; rows of other versions are refused by the caller."""
-    return [
-        ScanRecord(
-            query_id=row["query_id"],
-            ts=utc(row["ts"]),
-            table_id=row["table_id"],
-            filters=tuple(row["filters"] or ()),
-            columns=tuple(row["columns"] or ()),
-            source=row["source"],
-            raw=row.get("raw"),
-            bytes_scanned=row.get("bytes_scanned"),
-            files_scanned=row.get("files_scanned"),
-            duration_ms=row.get("duration_ms"),
-            derived=tuple(DerivedFilter(d["filter"], d["via"]) for d in row.get("derived") or ()),
-        )
-        for row in table.select([n for n in LOG_SCHEMA.names if n in table.column_names]).to_pylist()
-    ]
+    """Rows of a known schema version as records; rows of other versions are refused by the caller.
+    A row written before the capture's bounds keeps only `MAX_SCAN_FILTERS` filters here (soundly)."""
+    return [_scan(row) for row in table.select([n for n in LOG_SCHEMA.names if n in table.column_names]).to_pylist()]
+
+
+def _scan(row: dict[str, Any]) -> ScanRecord:
+    stored = tuple(row["filters"] or ())
+    filters = stored if len(stored) <= MAX_SCAN_FILTERS else bound_filters(stored)
+    derived = (DerivedFilter(d["filter"], d["via"]) for d in row.get("derived") or ())
+    return ScanRecord(
+        query_id=row["query_id"],
+        ts=utc(row["ts"]),
+        table_id=row["table_id"],
+        filters=filters,
+        columns=tuple(row["columns"] or ()),
+        source=row["source"],
+        raw=row.get("raw"),
+        bytes_scanned=row.get("bytes_scanned"),
+        files_scanned=row.get("files_scanned"),
+        duration_ms=row.get("duration_ms"),
+        derived=tuple(d for d in derived if d.filter in filters),
+    )
 
 
 def quarantine_to_arrow(records: Iterable[QuarantineRecord]) -> pa.Table:

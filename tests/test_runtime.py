@@ -44,11 +44,12 @@ def test_the_users_jars_and_extensions_are_kept_beside_deltas(monkeypatch, tmp_p
 
 
 def test_delta_and_commit_settings_are_validated():
-    config = parse_config({"version": 1, "spark": {"delta": "required", "commit": "delta-rs"}, "tables": [{"name": "t", "path": "/x"}]})
+    tables = [{"name": "t", "path": "/x"}]
+    config = parse_config({"version": 1, "spark": {"delta": "required", "commit": "delta-rs"}, "tables": tables})
     assert config.spark.delta_mode == "required" and config.spark.commit == "delta-rs"
     assert SparkSettings(delta_packages=True).delta_mode == "required"  # the old spelling still works
     with pytest.raises(ConfigError, match=r"spark\.delta: got 'sometimes'"):
-        parse_config({"version": 1, "spark": {"delta": "sometimes"}, "tables": [{"name": "t", "path": "/x"}]})
+        parse_config({"version": 1, "spark": {"delta": "sometimes"}, "tables": tables})
 
 
 @pytest.mark.spark

@@ -40,6 +40,8 @@ from optimizer.config import Thresholds
 from optimizer.features import FeatureSet, SopFeature, ZFeature
 from querylog.records import ScanRecord
 
+MAX_EVALUATED = 128  # candidates of each kind evaluated on the sample: bounds the analysis's memory
+
 Evaluator = Callable[[Sequence[str], Sequence[str]], Evaluation]
 
 
@@ -182,6 +184,12 @@ def _choose(kind: _Kind, min_frequency: float) -> _Choice:
             kept.append(feature)
         else:
             reports.add(feature, Role.REJECTED, problem)
+    if len(kept) > MAX_EVALUATED:  # a log of generated queries can hold 100,000s of distinct conjuncts
+        kept.sort(key=lambda f: (-kind.candidates[f].frequency, f))
+        for feature in kept[MAX_EVALUATED:]:
+            reason = f"not among the {MAX_EVALUATED} most frequent {kind.label} candidates evaluated on the sample"
+            reports.add(feature, Role.REJECTED, reason)
+        kept = kept[:MAX_EVALUATED]
     clock = time.perf_counter()
     samples, evaluation = kind.evaluate(kept) if kept else ({}, Evaluation())
     seconds[f"{kind.name}_sample"] = time.perf_counter() - clock

@@ -32,6 +32,7 @@ from optimizer.skipping.extended import ExtendedStats, delete_index, to_json, un
 from optimizer.spark_expr import expression_column
 from optimizer.table.access import DataFile, Snapshot, StagedFile
 from optimizer.table.committer import Committer, RewriteRequest, committer_for
+from optimizer.table.key_stats import describe_change, indexing_properties, key_columns
 from optimizer.table.output import OutputSettings, resolve_output
 from optimizer.table.stats import data_columns, stats_columns
 
@@ -60,6 +61,7 @@ class OptimizeResult:
     seconds: Mapping[str, float] = field(default_factory=dict)
     output: Mapping[str, object] = field(default_factory=dict)  # codec and row-group size written with
     committed_by: str = ""  # "delta-spark" (Delta's transaction) or "delta-rs"; empty when nothing was committed
+    properties: Mapping[str, str] = field(default_factory=dict)  # table properties set first (key statistics)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -245,9 +247,11 @@ def optimize(
     order_ids: bool = True,
     run_id: str | None = None,
     output: OutputSettings = OutputSettings(),
+    stats_for_keys: bool = True,
 ) -> OptimizeResult:
     """Rewrite `files` (default: the files no deltaopt run clustered) with the combined layout, written
-    with `output`'s codec and row-group size (the table's own codec property wins).
+    with `output`'s codec and row-group size (the table's own codec property wins). With
+    `stats_for_keys`, clustering keys without min/max statistics get them first (`table.key_stats`).
 
     Raises `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing
     committed) and `TableAccessError`. The commit goes through Delta's own transaction when `spark` has
@@ -257,10 +261,15 @@ def optimize(
     committer = committer_for(table, spark)
     committer.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
     snapshot = snapshot or table.snapshot()
-    chosen = _active(snapshot, list(files) if files is not None else unclustered_files(table, snapshot))
     run_id = run_id or uuid.uuid4().hex[:16]
+    properties = indexing_properties(snapshot, key_columns(features)) if stats_for_keys else {}
+    if properties:
+        progress(f"run {run_id}: clustering keys get statistics: {describe_change(snapshot, properties)}")
+        committer.set_properties(properties, {"run_id": run_id, "reason": "statistics for clustering keys"})
+        snapshot = table.snapshot()
+    chosen = _active(snapshot, list(files) if files is not None else unclustered_files(table, snapshot))
     if not chosen:
-        return OptimizeResult(run_id, None, 0, 0, 0, 0, 0, 0, 0, (), features.as_dict(), {})
+        return OptimizeResult(run_id, None, 0, 0, 0, 0, 0, 0, 0, (), features.as_dict(), {}, properties=properties)
     bytes_in = sum(f.size for f in chosen)
     rows_in = sum(f.num_records or 0 for f in chosen)
     file_count = max(1, round(bytes_in / target_file_size))
@@ -299,6 +308,7 @@ def optimize(
         seconds={k: round(v, 3) for k, v in seconds.items()},
         output=staged.output,
         committed_by=committer.engine,
+        properties=properties,
     )
 
 

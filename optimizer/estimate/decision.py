@@ -32,8 +32,11 @@ from optimizer.skipping.filestats import FileStats
 from optimizer.skipping.scan import column_sizes, table_file_stats
 from optimizer.table.access import DataFile, Snapshot
 from optimizer.table.footers import total_sizes
+from optimizer.table.key_stats import indexing_properties, key_columns, key_statistics, with_properties
 from optimizer.table.output import resolve_output
 from querylog.records import ScanRecord
+
+LISTED_CANDIDATES = 200  # candidate reports a decision record lists (the analysis sorts features first)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -61,6 +64,7 @@ class Decision:
     outside_window: dict[str, object] | None = None  # logged scans older than the workload window
     output: dict[str, object] | None = None  # codec and row groups OPTIMIZE would write with
     search: dict[str, Any] | None = None  # the benefit-driven feature search, candidate by candidate
+    key_statistics: dict[str, Any] | None = None  # clustering keys without min/max, and the property change
 
     @property
     def optimize(self) -> bool:
@@ -179,10 +183,12 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
     reason += "; " + _basis(best.benefit)
     if len(evaluated) > 1:
         reason += f"; layout: {best.name} (of {', '.join(e.name for e in evaluated)})"
+    note, keys = key_statistics(i.snapshot, best.features, thresholds.stats_for_clustering_keys)
     return Decision(
         **base,
         action=action,
-        reason=reason,
+        reason=reason + note,
+        key_statistics=keys,
         net=round(best.net, 4),
         cost=best.cost,
         benefit=best.benefit,
@@ -385,6 +391,8 @@ def layout_benefit(
     table's `readers` give a share (all the search needs)."""
     stored = replay.stored if table is not None else None
     measure = layout_measure(table, stored) if table is not None and stored is not None else None
+    if thresholds.stats_for_clustering_keys:  # the job adds the keys' statistics first: price what readers get
+        snapshot = with_properties(snapshot, indexing_properties(snapshot, key_columns(features)))
     virtual = virtual_files(sample, snapshot, features, replay.target_files, measure)
     compression = None
     if stored is not None and virtual.written is not None:
@@ -469,10 +477,16 @@ def _window_note(older: OlderRecords, records: Sequence[ScanRecord]) -> str:
 
 
 def _summary(analysis: Analysis) -> dict[str, object]:
-    return {
+    """The analysis in the decision record; its candidate list is bounded (features first), so one
+    line stays readable whatever the log holds."""
+    listed = analysis.candidates[:LISTED_CANDIDATES]
+    summary: dict[str, object] = {
         "scans": analysis.scans,
         "malformed_rows": analysis.malformed_rows,
         "sample_rows": analysis.sample_rows,
-        "candidates": [{"feature": c.feature, "role": c.role.value, "reason": c.reason} for c in analysis.candidates],
+        "candidates": [{"feature": c.feature, "role": c.role.value, "reason": c.reason} for c in listed],
         "from_joins": analysis.from_joins,  # features that stand for dimension filters, and which
     }
+    if len(analysis.candidates) > len(listed):
+        summary["candidates_not_listed"] = len(analysis.candidates) - len(listed)
+    return summary

@@ -4,7 +4,8 @@ Files clustered once are never revisited by the new-data decision, so a workload
 filters, new columns) leaves old data laid out for queries nobody runs any more. On a tick that does
 not optimise new data, this step looks at the groups of clustered files by the feature set they were
 clustered under (`optimizer.clustering.groups`). Groups laid out differently from the latest features
-the estimate chose are suspects and come first; the group laid out like that is re-checked only every
+the estimate chose are suspects and come first after each change of those features; the group laid
+out like that, and every group after its first check, is re-checked every
 ``recluster_check_interval`` (the workload may have moved since, with no new data to show it). For at
 most `GROUPS_PER_TICK` due groups (a suspect is due once after each change of the chosen layout and
 then every interval too), least recently checked first, it runs the ordinary estimate on the
@@ -140,7 +141,9 @@ def plan_recluster(
 
 def _due_groups(groups: list[FileGroup], state: TableState, thresholds: Thresholds, now: datetime) -> list[FileGroup]:
     """Groups due for an estimate: suspects (other layouts) once after each change of the chosen layout,
-    every group once per ``recluster_check_interval``; suspects first, then the least recently checked."""
+    every group once per ``recluster_check_interval``. Suspects not checked since that change come
+    first, then the least recently checked, whatever its layout: ordering every suspect first would
+    starve the current layout's group while two others stay due."""
     recheck = (now - timedelta(seconds=thresholds.recluster_check_interval)).isoformat()
 
     def is_due(group: FileGroup) -> bool:
@@ -148,7 +151,13 @@ def _due_groups(groups: list[FileGroup], state: TableState, thresholds: Threshol
         return checked <= recheck or (group.key != state.current_layout and checked < state.current_layout_since)
 
     due = [g for g in groups if is_due(g)]
-    due.sort(key=lambda g: (g.key == state.current_layout, state.recluster_checked.get(g.key, ""), -g.bytes))
+
+    def order(group: FileGroup) -> tuple[bool, str, int]:
+        checked = state.recluster_checked.get(group.key, "")
+        unseen = group.key != state.current_layout and checked < state.current_layout_since
+        return not unseen, checked, -group.bytes
+
+    due.sort(key=order)
     return due
 
 

@@ -46,6 +46,7 @@ class OptimizeRequest:
     read_version: int
     files: tuple[str, ...] | None = None  # paths; None: the unclustered files when the job starts
     output: OutputSettings = OutputSettings()  # codec and row-group size to write with
+    stats_for_keys: bool = True  # clustering keys without min/max get them first (`table.key_stats`)
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ class SparkExecutor:
             metadata={"trigger": "service", "executor": self.name},
             run_id=request.run_id,
             output=request.output,
+            stats_for_keys=request.stats_for_keys,
         )
         return JobOutcome(
             self.name,
@@ -110,6 +112,7 @@ class SparkExecutor:
                 "sop_partitions": result.sop_partitions,
                 "output": result.output,
                 "committed_by": result.committed_by,
+                "properties": dict(result.properties),
             },
         )
 
@@ -128,6 +131,7 @@ def optimize_command(request: OptimizeRequest) -> list[str]:
         request.run_id,
         "--output-json",
         json.dumps(request.output.as_dict()),
+        *([] if request.stats_for_keys else ["--no-key-statistics"]),
         "--json",
     ]
 

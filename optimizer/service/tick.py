@@ -195,6 +195,7 @@ def _run_job(
         read_version,
         files=files,
         output=table.thresholds.output,
+        stats_for_keys=table.thresholds.stats_for_clustering_keys,
     )
     with ctx.job_slots:
         try:

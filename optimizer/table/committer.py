@@ -51,6 +51,8 @@ class Committer(Protocol):
 
     def rewrite(self, request: RewriteRequest, *, before_commit: Callable[[int], None] | None = None) -> int: ...
 
+    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> int: ...
+
 
 class DeltaRsCommitter:
     """The delta-rs commit protocol of the table itself (`DeltaRsTable.rewrite`)."""
@@ -67,6 +69,9 @@ class DeltaRsCommitter:
         return self.table.rewrite(
             request.read_version, request.remove, request.add, request.metadata, before_commit=before_commit
         )
+
+    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> int:
+        return self.table.set_properties(properties, metadata)
 
 
 def commit_engine(spark: SparkSession | None) -> CommitEngine:

@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sqlglot import exp
+
 from optimizer import errors
 from optimizer.table.access import CUSTOM_METADATA_KEY, DataFile, StagedFile
 from optimizer.table.committer import CommitEngine, RewriteRequest, check_staged
@@ -102,6 +104,24 @@ class DeltaSparkCommitter:
             raise errors.TableAccessError(f"rewrite of {self.table.uri} through Delta failed: {message}") from err
         return version
 
+    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> int:
+        """Set table properties through Delta (``ALTER TABLE ... SET TBLPROPERTIES``, rendered by sqlglot
+        from the path and values, never spliced); returns the version Delta committed. `metadata` is
+        not recorded: Delta's ALTER TABLE takes no user tags (its history names the properties)."""
+        table = exp.Table(this=exp.to_identifier(self.table.spark_uri("").rstrip("/"), quoted=True), db="delta")
+        pairs = ", ".join(
+            f"{exp.Literal.string(k).sql('spark')} = {exp.Literal.string(v).sql('spark')}"
+            for k, v in properties.items()
+        )
+        try:
+            self.spark.sql(f"ALTER TABLE {table.sql('spark')} SET TBLPROPERTIES ({pairs})")
+            history = self.spark.sql(f"DESCRIBE HISTORY {table.sql('spark')} LIMIT 1").collect()
+        except Exception as err:
+            raise errors.TableAccessError(
+                f"cannot set table properties of {self.table.uri} through Delta: {_java_message(err)}"
+            ) from err
+        return int(history[0]["version"])
+
     def _commit(self, request: RewriteRequest, before_commit: Callable[[int], None] | None) -> int:
         jvm = _gateway(self.spark)
         delta = _jvm_package(jvm, self._package)
@@ -163,7 +183,7 @@ class DeltaSparkCommitter:
         none = jvm.scala.Option.empty()
         return delta.actions.AddFile(
             _encoded(self.spark, f.path),
-            _map(jvm, {k: v for k, v in f.partition_values.items()}),
+            _map(jvm, dict(f.partition_values)),
             f.size,
             int(time.time() * 1000),
             False,  # dataChange

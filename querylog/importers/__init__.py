@@ -23,6 +23,7 @@ class ImportReport:
     statements: int = 0  # SQL statements among the entries
     resolved: int = 0  # statements whose every table's schema was known
     derived: int = 0  # join-derived filters recorded
+    truncated: int = 0  # statements or scans cut to the capture's bounds (conjuncts dropped soundly)
 
     def describe(self) -> str:
         if self.already_imported:
@@ -32,6 +33,11 @@ class ImportReport:
             text += (
                 f"; {self.resolved} of {self.statements} statements resolved fully (every table's schema known),"
                 f" {self.derived} join-derived filter(s)"
+            )
+        if self.truncated:
+            text += (
+                f"; {self.truncated} statement(s) or scan(s) over the capture's bounds kept only their first "
+                "conjuncts (a weaker filter, still sound; README, Guarantees)"
             )
         return text + "".join(f"\n  WARNING: {w}" for w in self.warnings)
 
@@ -67,4 +73,5 @@ def commit_import(
         statements=captured.statements,
         resolved=captured.resolved,
         derived=sum(len(s.derived) for s in captured.scans),
+        truncated=captured.truncated,
     )

@@ -2,7 +2,8 @@
 
 Passes, in order:
 
-1. parse the statement, keep its query (`parse.parse_query`);
+1. parse the statement, keep its query (`parse.parse_query`), cut its AND chains to bounds
+   (`truncate`: soundly, dropping conjuncts; a statement past the size limits is refused);
 2. inline non-recursive CTEs, so each reference is its own scan (Spark inlines them too);
 3. sqlglot ``qualify`` (resolve aliases, qualify columns with the schema when one is given) and
    ``pushdown_predicates`` (move conjuncts into derived tables and join conditions);
@@ -20,10 +21,11 @@ Conjuncts over several tables are join predicates; conjuncts with subqueries are
 Real logs reference tables the service does not watch, whose schemas are unknown. Every table whose
 schema is not given gets an **open schema** (`open_schemas`): the column
 names the statement uses that no known table has, narrowed by qualified references (``p.p_size`` is
-``part``'s). A name left to several unknown tables is ambiguous: no conjunct using it is a scan
-filter. So a column absent from a known schema never belongs to that table, a comparison of two
-tables' columns (also inside a correlated subquery) is a join condition, and a statement is not
-quarantined because a table it joins is unknown.
+``part``'s) and, for unqualified names, by scope as SQL resolves them (the tables of the column's
+own SELECT, then of the enclosing ones). A name left to several unknown tables is ambiguous: no
+conjunct using it is a scan filter. So a column absent from a known schema never belongs to that
+table, a comparison of two tables' columns (also inside a correlated subquery) is a join condition,
+and a statement is not quarantined because a table it joins is unknown.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 from querylog.errors import PredicateError
 from querylog.predicates.normalize import canonical_conjuncts, split_conjuncts
 from querylog.predicates.parse import DIALECT, parse_query
+from querylog.predicates.truncate import bound_conditions, check_statement_size
 
 Schema = Mapping[str, Mapping[str, str]]
 Identity = Callable[[exp.Table], str]
@@ -75,6 +78,7 @@ class QueryScans:
     join_predicates: int
     unattributed: tuple[str, ...]  # conjuncts whose table could not be decided (no schema)
     unresolved: tuple[str, ...] = ()  # tables whose schema was not given (an open schema stood in)
+    dropped: int = 0  # conjuncts cut to bound the work (`truncate`): the filters kept are weaker, still sound
 
 
 def table_identity(table: exp.Table) -> str:
@@ -107,7 +111,9 @@ def scan_filters(
     sql: str, schema: Schema | None = None, identity: Identity = table_identity, dialect: str = DIALECT
 ) -> QueryScans:
     """Per-table scans of `sql` with their canonical filter conjuncts. Raises `PredicateError`."""
+    check_statement_size(sql)
     query = parse_query(sql, dialect)
+    dropped = bound_conditions(query)
     try:
         query = inline_ctes(query)
         resolved = open_schemas(query, schema or {})
@@ -132,7 +138,7 @@ def scan_filters(
         scans += found
         joins += scope_joins
         unattributed += lost
-    return QueryScans(tuple(scans), joins, tuple(unattributed), tuple(sorted(resolved.opened)))
+    return QueryScans(tuple(scans), joins, tuple(unattributed), tuple(sorted(resolved.opened)), dropped)
 
 
 @dataclass(frozen=True)
@@ -157,20 +163,53 @@ def open_schemas(query: exp.Expr, schema: Schema) -> OpenSchemas:
     known_columns = {c for name in {t.name.lower() for t in tables} & known.keys() for c in known[name]}
     projected = {a.alias.lower() for a in query.find_all(exp.Alias)}
     opened: dict[str, dict[str, str]] = {name: {} for name in unknown}
-    loose: set[str] = set()
+    loose: list[tuple[str, Scope | None]] = []
+    scopes = _innermost_scopes(query)
     for column in query.find_all(exp.Column):
         parts = [part.name.lower() for part in column.parts]
         if len(parts) >= 2 and parts[0] in aliases:  # alias.column, or alias.struct.field
             if aliases[parts[0]] in opened:
                 opened[aliases[parts[0]]][parts[1]] = "unknown"
         elif parts and parts[0] not in known_columns and parts[0] not in projected:
-            loose.add(parts[0])  # an unqualified column, or a struct path rooted at one
-    for name in loose:
-        owners = [t for t, columns in opened.items() if name in columns] or list(opened)
+            loose.append((parts[0], scopes.get(id(column))))  # unqualified, or a struct path rooted at one
+    ambiguous: set[str] = set()
+    for name, scope in loose:
+        owners = _owners(name, scope, known, opened)
+        if len(owners) > 1:
+            ambiguous.add(name)
         for owner in owners:
             opened[owner][name] = "unknown"
-    ambiguous = frozenset(n for n in loose if sum(n in columns for columns in opened.values()) > 1)
-    return OpenSchemas({**known, **opened}, frozenset(opened), ambiguous, star)
+    return OpenSchemas({**known, **opened}, frozenset(opened), frozenset(ambiguous), star)
+
+
+def _innermost_scopes(query: exp.Expr) -> dict[int, Scope]:
+    """The scope each column is written in. `traverse_scope` yields inner scopes first, and a scope's
+    columns include its subqueries' correlated references, so the first scope seen is the column's own."""
+    try:
+        scopes = traverse_scope(query)
+    except (OptimizeError, SqlglotError):
+        return {}  # `qualify` reports what is wrong; ownership then falls back to the statement's tables
+    own: dict[int, Scope] = {}
+    for scope in scopes:
+        for column in scope.columns:
+            own.setdefault(id(column), scope)
+    return own
+
+
+def _owners(name: str, scope: Scope | None, known: Schema, opened: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The unknown tables an unqualified column `name` may belong to, as SQL resolves names: the tables
+    of its own scope, then of the enclosing scopes. A known table in scope that has the column owns it;
+    unknown tables already given the column by a qualified reference are preferred. Without a scope with
+    tables, every unknown table of the statement may own it."""
+    while scope is not None:
+        here = [s.name.lower() for s in scope.sources.values() if isinstance(s, exp.Table) and s.name]
+        if any(name in known.get(t, {}) for t in here):
+            return []
+        candidates = sorted({t for t in here if t in opened})
+        if candidates:
+            return [t for t in candidates if name in opened[t]] or candidates
+        scope = scope.parent
+    return [t for t, columns in opened.items() if name in columns] or list(opened)
 
 
 def _base_tables(scope: Scope) -> dict[str, exp.Table]:

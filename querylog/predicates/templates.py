@@ -39,6 +39,7 @@ from querylog.errors import PredicateError
 from querylog.predicates.attribute import Identity, JoinKey, QueryScans, Schema, TableScan, scan_filters, table_identity
 from querylog.predicates.normalize import canonical_numbers
 from querylog.predicates.parse import DIALECT, parse_query
+from querylog.predicates.truncate import check_statement_size
 
 LITERAL_TOKENS = (TokenType.STRING, TokenType.NUMBER)
 DIRECTIONS: dict[type[exp.Expr], str] = {
@@ -218,6 +219,7 @@ class StatementTemplates:
         Work is spent on what recurs: a statement shape seen for the first time, or a template seen
         for the first time, takes the full path; the second sighting derives the template (and checks
         it); later ones are filled in."""
+        check_statement_size(sql)
         try:
             tokens = self._tokenizer.tokenize(sql)
         except SqlglotError:
@@ -271,7 +273,7 @@ class StatementTemplates:
         """Derive the template from the statement with sentinels in its slots; keep it only if it gives
         this statement's own scans."""
         direct = self._full(sql)  # raises for a statement the full path rejects: no template then
-        if SENTINEL.search(sql):  # the statement's own text could be mistaken for a slot
+        if SENTINEL.search(sql) or direct.dropped:  # own text could be mistaken for a slot; or it was cut
             self._templates[key] = None
             return direct
         pieces = []

@@ -354,3 +354,28 @@ def test_sample_reads_evenly_spaced_files_past_its_scan_budget():
     assert {b - a for a, b in itertools.pairwise(positions)} == {4}
     assert len(scanned_files(files, 100)) == MIN_SCANNED_FILES
     assert scanned_files(files[:MIN_SCANNED_FILES], 100) == files[:MIN_SCANNED_FILES]
+
+
+def test_the_sample_evaluates_a_bounded_number_of_candidates_whatever_the_log_holds():
+    """Generated queries: 30 scans of 64 distinct equality conjuncts each (1,920 SOP candidates, each in
+    3% of the scans). The sample evaluates only the most frequent `MAX_EVALUATED`; the rest are
+    reported, not evaluated (evaluating every one ran the driver out of heap)."""
+    from optimizer.analysis.analyser import MAX_EVALUATED
+
+    workload = [[f"c{j % 8} = {i * 1000 + j}" for j in range(64)] for i in range(30)]
+    workload += [["hot = 1"]] * 5
+    asked: list[int] = []
+    rng = np.random.default_rng(3)
+
+    def evaluator(z_expressions, sop_predicates):
+        asked.append(len(sop_predicates))
+        return Evaluation(sop={p: rng.random(100) < 0.5 for p in sop_predicates}, rows=100)
+
+    thresholds = Thresholds(min_sop_frequency=0.01, selection="frequency")
+    result = analyse("t", scans(*workload), evaluator, thresholds, NOW)
+    assert asked and max(asked) == MAX_EVALUATED
+    roles = {c.feature: c for c in result.candidates if c.kind == "sop"}
+    assert len(roles) == 30 * 64 + 1  # every candidate is still reported
+    unevaluated = [c for c in roles.values() if "not among the 128 most frequent SOP candidates" in c.reason]
+    assert len(unevaluated) == len(roles) - MAX_EVALUATED
+    assert roles["hot = 1"].role is not Role.REJECTED  # the most frequent candidate is evaluated

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -95,6 +96,36 @@ def test_a_name_two_unknown_tables_could_own_is_not_attributed():
     sql = "SELECT * FROM lineitem, a, b WHERE x = 1 AND l_quantity < 5 AND a.y = 2"
     scans = {s.table: s.filters for s in scan_filters(sql, {"lineitem": SCHEMA["lineitem"]}).scans}
     assert scans == {"lineitem": ("l_quantity < 5",), "a": ("y = 2",), "b": ()}
+
+
+def test_an_unqualified_column_belongs_to_the_one_table_of_its_own_scope():
+    """No schema at all: o_orderdate is written in the outer scope, whose only table is orders, so a
+    correlated subquery over lineitem does not make it ambiguous (it did: orders recorded no filter)."""
+    sql = (
+        "SELECT o_orderpriority, count(*) FROM orders o WHERE o_orderdate >= DATE '1993-07-01' AND EXISTS "
+        "(SELECT * FROM lineitem l WHERE l.l_orderkey = o.o_orderkey AND l.l_commitdate < l.l_receiptdate) "
+        "GROUP BY 1"
+    )
+    result = scan_filters(sql)
+    scans = {s.table: s.filters for s in result.scans}
+    assert scans == {
+        "orders": ("o_orderdate >= CAST('1993-07-01' AS DATE)",),
+        "lineitem": ("l_commitdate < l_receiptdate",),
+    }
+    assert result.unattributed == ()
+
+
+def test_the_same_unqualified_name_in_two_scopes_belongs_to_each_scopes_table():
+    sql = "SELECT count(*) FROM a WHERE id = 1 AND EXISTS (SELECT 1 FROM b WHERE id = 2 AND b.x = a.x)"
+    scans = {s.table: s.filters for s in scan_filters(sql).scans}
+    assert scans == {"a": ("id = 1",), "b": ("id = 2",)}
+
+
+def test_a_scope_with_a_known_table_having_the_column_owns_it():
+    """The inner scope's known table has `flag`; the outer unknown table is not given it."""
+    sql = "SELECT * FROM t WHERE EXISTS (SELECT 1 FROM k WHERE flag = 1 AND k.id = t.id) AND v > 2"
+    scans = {s.table: s.filters for s in scan_filters(sql, {"k": {"flag": "int", "id": "int"}}).scans}
+    assert scans == {"k": ("flag = 1",), "t": ("v > 2",)}
 
 
 def test_star_without_schema_reads_everything():
@@ -255,3 +286,53 @@ def test_template_classification_matches_full_classification():
     texts.update(["SUBSTRING(c_phone, 1, 2) = '13'", "SUBSTRING(c_phone, 1, 3) = '1'", "STARTSWITH(LOWER(s), 'ab')"])
     for text in sorted(texts):
         assert classify_text(text) == classify(parse_canonical(text)), text
+
+
+def test_a_long_and_chain_is_cut_to_its_first_conjuncts_soundly():
+    """Generated queries AND thousands of comparisons; sqlglot's pushdown is quadratic in the chain.
+    The capture keeps the first `MAX_CONJUNCTS` (a weaker filter: every row the query reads satisfies
+    it) and says it cut; a subquery conjunct past the cut is kept, so no scan disappears."""
+    from datetime import UTC, datetime
+
+    from querylog.capture import capture_sql
+    from querylog.predicates.truncate import MAX_CONJUNCTS
+
+    chain = " AND ".join(f"c{i % 5} <> {i}" for i in range(300))
+    subquery = "EXISTS (SELECT 1 FROM other o WHERE o.k = events.k AND o.v = 1)"
+    sql = f"SELECT count(*) FROM events WHERE {chain} AND {subquery}"
+    result = scan_filters(sql)
+    scans = {s.table: s for s in result.scans}
+    every = {f"c{i % 5} <> {i}" for i in range(300)}
+    assert result.dropped == 300 - MAX_CONJUNCTS
+    assert len(scans["events"].filters) == MAX_CONJUNCTS and set(scans["events"].filters) <= every
+    assert scans["other"].filters == ("v = 1",)
+    captured = capture_sql(sql, datetime(2026, 1, 1, tzinfo=UTC), "test")
+    assert captured.truncated == 1 and not captured.quarantined
+
+
+def test_a_statement_past_the_size_limit_is_quarantined_with_the_reason():
+    from datetime import UTC, datetime
+
+    from querylog.capture import capture_sql
+    from querylog.predicates.truncate import MAX_STATEMENT_CHARS
+
+    sql = "SELECT * FROM t WHERE s = '" + "x" * MAX_STATEMENT_CHARS + "'"
+    captured = capture_sql(sql, datetime(2026, 1, 1, tzinfo=UTC), "test")
+    assert not captured.scans
+    assert "characters (limit 500,000)" in captured.quarantined[0].reason
+
+
+def test_a_pushed_filter_text_and_a_stored_row_are_bounded_too():
+    from datetime import UTC, datetime
+
+    from querylog.capture import capture_filters
+    from querylog.predicates.truncate import MAX_SCAN_FILTERS
+    from querylog.records import scans_from_arrow, scans_to_arrow
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    captured = capture_filters("t", [" AND ".join(f"a <> {i}" for i in range(200))], ["a"], at, "test")
+    (scan,) = captured.scans
+    assert len(scan.filters) == MAX_SCAN_FILTERS and captured.truncated == 1
+    wide = dataclasses.replace(scan, filters=tuple(f"a <> {i}" for i in range(500)))
+    (read,) = scans_from_arrow(scans_to_arrow([wide]))
+    assert len(read.filters) == MAX_SCAN_FILTERS and set(read.filters) <= set(wide.filters)

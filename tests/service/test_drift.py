@@ -3,6 +3,7 @@ within the byte budget, as ordinary verified rewrites."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -108,6 +109,31 @@ def test_a_budget_smaller_than_any_file_rewrites_nothing(drifting):
     record = tick(small, ctx, later).as_dict()
     assert record["action"] == "skip" and "job" not in record
     assert "larger than this tick's budget" in record["recluster"]["groups"][0]["verdict"]
+
+
+def test_the_group_laid_out_like_the_current_features_is_not_starved():
+    """Checks due every tick (a short recluster_check_interval) and two older layouts always due: each
+    group is still estimated within two ticks, the current layout's too (it never was: others came first)."""
+    from optimizer.clustering.groups import FileGroup
+    from optimizer.service.drift import GROUPS_PER_TICK, _due_groups
+    from optimizer.table.access import DataFile
+
+    def group(key: str, size: int) -> FileGroup:
+        return FileGroup(key, (DataFile(f"{key}.parquet", size, 1),), ("run",))
+
+    groups = [group("old-a", 10), group("old-b", 20), group("current", 1000)]
+    thresholds = Thresholds(recluster_check_interval=60)
+    state = TableState("t", current_layout="current", current_layout_since=(NOW - timedelta(hours=1)).isoformat())
+    estimated: list[tuple[str, ...]] = []
+    for minute in range(0, 60, 10):  # a tick every 10 minutes, the interval is one
+        now = NOW + timedelta(minutes=minute)
+        checked = tuple(g.key for g in _due_groups(groups, state, thresholds, now)[:GROUPS_PER_TICK])
+        estimated.append(checked)
+        state = state.with_(recluster_checked={**state.recluster_checked, **dict.fromkeys(checked, now.isoformat())})
+    assert set(estimated[0]) == {"old-a", "old-b"}  # suspects never checked since the layout changed come first
+    assert "current" in estimated[1]
+    for first, second in itertools.pairwise(estimated):
+        assert {g.key for g in groups} <= set(first) | set(second)
 
 
 def test_the_daily_budget_counts_the_last_24_hours():

@@ -46,6 +46,16 @@ def _spark_rows(spark, path: str) -> str:
     return fingerprint(spark.read.format("delta").load(path))
 
 
+def _duckdb_count(path: str, where: str | None = None) -> int:
+    from benchmarks.standard_reader import DuckDBReader
+
+    duck = DuckDBReader()
+    try:
+        return duck.count(path, where)
+    finally:
+        duck.close()
+
+
 def test_rewrite_is_a_delta_optimize_with_no_data_change(delta_spark, table_path):
     spark = delta_spark
     table = open_table(table_path)
@@ -75,14 +85,8 @@ def test_rewrite_is_a_delta_optimize_with_no_data_change(delta_spark, table_path
     assert [f.path for f in after.files] == [s.path for s in staged]
     assert fingerprint(table.read_files(spark, after.files, after)) == expected
     assert _spark_rows(spark, table_path) == expected
-    from benchmarks.standard_reader import DuckDBReader
-
-    duck = DuckDBReader()
-    try:
-        assert duck.count(table_path, None) == 600
-        assert duck.count(table_path, "id < 100") == 100
-    finally:
-        duck.close()
+    assert _duckdb_count(table_path) == 600
+    assert _duckdb_count(table_path, "id < 100") == 100
 
 
 def test_stats_are_the_ones_delta_skips_files_with(delta_spark, table_path):
@@ -117,6 +121,7 @@ def test_an_append_by_delta_while_the_rewrite_is_open_lands_too(delta_spark, tab
     assert appended == [1] and version == 2
     assert table.snapshot().num_records == 340
     assert spark.read.format("delta").load(table_path).count() == 340
+    assert _duckdb_count(table_path) == 340
     assert table.history(2)[-1].metadata["readVersion"] == 0  # planned before the append, committed after
 
 
@@ -264,6 +269,7 @@ def test_kill_9_between_write_and_commit_leaves_the_table_as_it_was(delta_spark,
     result = optimize(spark, table, FeatureSet(z=(ZFeature("id"),)), 1 << 20)
     assert result.committed_by == "delta-spark" and result.version == 1
     assert _spark_rows(spark, table_path) == expected
+    assert _duckdb_count(table_path) == 600
     assert fingerprint(table.read_files(spark, table.snapshot().files, table.snapshot())) == expected
 
 
