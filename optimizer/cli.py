@@ -83,6 +83,8 @@ def _add_table(commands: Any) -> None:
     table = commands.add_parser("table", help="inspect a Delta table").add_subparsers(dest="sub", required=True)
     info = table.add_parser("info", help="version, files, bytes, file sizes, clustering state")
     info.add_argument("path")
+    info.add_argument("--column", action="append", default=[], help="also show layout health for this column")
+    info.add_argument("--log", help="query-log table whose frequent filter columns to show (default: <path>_querylog)")
     info.add_argument("--json", action="store_true")
     info.set_defaults(handler=cmd_table_info)
 

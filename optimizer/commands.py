@@ -38,7 +38,7 @@ def cmd_table_info(args: argparse.Namespace) -> int:
     from optimizer.inspect import render, table_info
     from optimizer.table import open_table
 
-    info = table_info(open_table(args.path))
+    info = table_info(open_table(args.path), args.column, args.log)
     if args.json:
         print_json(info.as_dict())
     else:

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from optimizer.skipping.extended import load_index
-from optimizer.table.access import TableAccess
+from optimizer.clustering.groups import clustered_groups, layout_key
+from optimizer.features import FeatureSet
+from optimizer.skipping.extended import load_index_with_runs
+from optimizer.skipping.health import ColumnHealth, layout_health
+from optimizer.table.access import Commit, TableAccess
+from optimizer.table.key_stats import key_columns
+from querylog.errors import PredicateError
+from querylog.predicates.classify import column_names
+from querylog.predicates.normalize import parse_canonical
+from querylog.store import QueryLogTable
+
+FREQUENT_COLUMNS = 4  # filter columns of the query log shown beside the clustering keys
 
 SIZE_BUCKETS: tuple[tuple[str, int], ...] = (
     ("<1MB", 1 << 20),
@@ -32,6 +44,9 @@ class TableInfo:
     clustering_runs: tuple[str, ...]
     last_operation: str | None
     last_optimize_version: int | None
+    current_features: Mapping[str, Any] | None = None  # of the latest deltaopt run
+    current_bytes: int = 0  # bytes laid out under those features
+    health: tuple[ColumnHealth, ...] = field(default_factory=tuple)  # per clustering key and frequent filter column
 
     @property
     def unclustered_bytes(self) -> int:
@@ -41,15 +56,21 @@ class TableInfo:
         return {**asdict(self), "unclustered_bytes": self.unclustered_bytes}
 
 
-def table_info(table: TableAccess) -> TableInfo:
+def table_info(table: TableAccess, columns: Sequence[str] = (), log_uri: str | None = None) -> TableInfo:
+    """The table's state; layout health for the latest run's clustering keys, the `FREQUENT_COLUMNS`
+    filter columns of the query log at `log_uri` (default: beside the table) and `columns`."""
     snapshot = table.snapshot()
     histogram: Counter[str] = Counter()
     for f in snapshot.files:
         histogram[next(label for label, upper in SIZE_BUCKETS if f.size < upper)] += 1
-    index = load_index(table, snapshot)
+    index, runs = load_index_with_runs(table, snapshot)
     clustered = [f for f in snapshot.files if f.path in index]
     history = table.history(max(snapshot.version - 100, 0))
     optimizes = [c.version for c in history if c.is_deltaopt_optimize]
+    current = _latest_features(history)
+    keys = key_columns(FeatureSet.from_dict(current)) if current else []
+    frequent = frequent_filter_columns(log_uri or table.uri.rstrip("/") + "_querylog")
+    groups = clustered_groups(table, snapshot, index, runs) if current else []
     return TableInfo(
         uri=table.uri,
         version=snapshot.version,
@@ -63,7 +84,35 @@ def table_info(table: TableAccess) -> TableInfo:
         clustering_runs=tuple(sorted({index[f.path].run_id for f in clustered})),
         last_operation=history[-1].operation if history else None,
         last_optimize_version=optimizes[-1] if optimizes else None,
+        current_features=current,
+        current_bytes=sum(g.bytes for g in groups if g.key == layout_key(current)),
+        health=layout_health(snapshot.files, [*keys, *frequent, *(c.lower() for c in columns)]),
     )
+
+
+def _latest_features(history: Sequence[Commit]) -> Mapping[str, Any] | None:
+    for commit in reversed(history):
+        features = commit.deltaopt.get("features") if commit.is_deltaopt_optimize else None
+        if isinstance(features, Mapping):
+            return features
+    return None
+
+
+def frequent_filter_columns(log_uri: str, limit: int = FREQUENT_COLUMNS) -> list[str]:
+    """The columns most scans in the query log filter on (none when there is no log there)."""
+    log = QueryLogTable(log_uri)
+    if not log.exists():
+        return []
+    counts: Counter[str] = Counter()
+    for record in log.read():
+        used: set[str] = set()
+        for text in record.filters:
+            try:
+                used.update(column_names(parse_canonical(text)))
+            except PredicateError:  # a malformed row: the analysis counts those; here it only goes unseen
+                continue
+        counts.update(used)
+    return [name for name, _ in counts.most_common(limit)]
 
 
 def human_bytes(n: float) -> str:
@@ -88,4 +137,12 @@ def render(info: TableInfo) -> str:
         "last OPTIMIZE by deltaopt: "
         + ("never" if info.last_optimize_version is None else f"version {info.last_optimize_version}"),
     ]
+    if info.current_features is not None:
+        current = info.current_bytes / info.bytes if info.bytes else 0.0
+        lines.append(
+            f"current     {layout_key(info.current_features)}: {human_bytes(info.current_bytes)} ({current:.0%})"
+        )
+    if info.health:
+        lines.append("layout health (depth: files a point value falls in; overlaps: files each file overlaps)")
+        lines += [f"  {h.describe()}" for h in info.health]
     return "\n".join(lines)

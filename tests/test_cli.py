@@ -50,6 +50,34 @@ def test_table_info_prints_figures_from_the_log(spark, table_path, capsys):
     assert info["clustered_files"] == 0 and info["unclustered_bytes"] == info["bytes"] > 0
 
 
+@pytest.mark.spark
+def test_table_info_shows_layout_health_before_and_after_a_run(spark, table_path, capsys):
+    """Depth and overlaps of the query log's filter column, and of the run's clustering key after it."""
+    from datetime import UTC, datetime
+
+    from optimizer.table import open_table
+    from querylog.records import ScanRecord
+    from querylog.store import QueryLogTable
+
+    open_table(table_path).create(spark, spark.range(4000).repartition(4))  # every file spans every id
+    now = datetime.now(UTC)
+    QueryLogTable(table_path + "_querylog").append(
+        [ScanRecord(f"q{i}", now, "t", (f"id >= {i * 40}", f"id < {i * 40 + 40}"), ("id",), "test") for i in range(20)]
+    )
+    assert main(["table", "info", table_path, "--json"]) == 0
+    (before,) = json.loads(capsys.readouterr().out)["health"]
+    assert before["column"] == "id" and before["average_overlaps"] == 3.0 and before["average_depth"] >= 2.5
+    assert main(["optimize", "--table", table_path, "--z", "id", "--target-file-size", "8KiB", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert [h["column"] for h in run["health"]["after"]] == ["id"]
+    assert run["health"]["after"][0]["average_depth"] < run["health"]["before"][0]["average_depth"]
+    assert main(["table", "info", table_path]) == 0
+    text = capsys.readouterr().out
+    assert "\ncurrent     " in text
+    (after,) = [line for line in text.splitlines() if line.strip().startswith("id: depth")]
+    assert float(after.split("depth ")[1].split(",")[0]) < before["average_depth"]
+
+
 def _read_only_commands(tmp_path: Path) -> list[list[str]]:
     """Commands that open Delta tables with delta-rs and pyarrow, then exit (no Spark)."""
     from datetime import UTC, datetime

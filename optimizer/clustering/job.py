@@ -29,6 +29,7 @@ from optimizer.errors import ClusteringError
 from optimizer.features import FeatureSet
 from optimizer.skipping.collect import sop_vector, stats_spec
 from optimizer.skipping.extended import ExtendedStats, delete_index, to_json, unclustered_files, write_index
+from optimizer.skipping.health import layout_health
 from optimizer.spark_expr import expression_column
 from optimizer.table.access import DataFile, Snapshot, StagedFile
 from optimizer.table.committer import Committer, RewriteRequest, committer_for
@@ -62,6 +63,7 @@ class OptimizeResult:
     output: Mapping[str, object] = field(default_factory=dict)  # codec and row-group size written with
     committed_by: str = ""  # "delta-spark" (Delta's transaction) or "delta-rs"; empty when nothing was committed
     properties: Mapping[str, str] = field(default_factory=dict)  # table properties set first (key statistics)
+    health: Mapping[str, Any] = field(default_factory=dict)  # the keys' layout health before and after
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -291,6 +293,9 @@ def optimize(
     clock = time.perf_counter()
     version = _commit(committer, snapshot, chosen, staged, features, run_id=run_id, rows=rows_in, metadata=metadata)
     seconds["commit"] = time.perf_counter() - clock
+    keys = key_columns(features)
+    after = table.snapshot(version).files if keys else ()
+    health = {"before": _health(snapshot.files, keys), "after": _health(after, keys)} if keys else {}
     seconds["total"] = time.perf_counter() - started
     progress(f"committed version {version} in {seconds['total']:.1f}s")
     return OptimizeResult(
@@ -309,7 +314,12 @@ def optimize(
         output=staged.output,
         committed_by=committer.engine,
         properties=properties,
+        health=health,
     )
+
+
+def _health(files: Sequence[DataFile], keys: Sequence[str]) -> list[dict[str, Any]]:
+    return [h.as_dict() for h in layout_health(files, keys)]
 
 
 def _active(snapshot: Snapshot, chosen: list[DataFile]) -> list[DataFile]:
