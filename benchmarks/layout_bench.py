@@ -282,5 +282,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--spark-queries", type=int, default=50, help="queries read by Spark's Delta scan and DuckDB")
+    parser.add_argument(
+        "--small-rewrites", action="store_true", help="only the small-table rewrite cost against delta-rs (75-725 MB)"
+    )
     args = parser.parse_args(argv)
+    if args.small_rewrites:
+        from benchmarks.small_rewrites import run as small_rewrites
+
+        small_rewrites()
+        return
     run(args.scale, args.queries, args.spark_queries)

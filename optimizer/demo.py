@@ -116,6 +116,9 @@ def run_demo(workdir: str, scale: float = 0.1, parts: int = 8, fresh: bool = Tru
     log_path = config.tables[0].query_log_path
     record_workload(log_path, root / "spill", 300, seed=1, now=now)
     _say(f"recorded 300 queries into the query log {log_path}")
+    _say("layout health of the workload's filter columns as loaded (`deltaopt table info`):")
+    for health in table_info(table, log_uri=log_path).health:
+        _say(f"  {health.describe()}")
 
     ctx = context(config, spark=lambda: spark)
     _show(run_once(ctx)[0])
@@ -127,7 +130,7 @@ def run_demo(workdir: str, scale: float = 0.1, parts: int = 8, fresh: bool = Tru
     _show(run_once(ctx)[0])
     _show(run_once(ctx)[0])
 
-    print(render(table_info(table)))
+    print(render(table_info(table, log_uri=log_path)))
     _say("the table's history of layout rewrites (who committed, as Delta's history shows them):")
     for commit in table.history():
         if commit.is_deltaopt_optimize:
