@@ -126,6 +126,40 @@ def standard_readers(spark, layouts, plan, count: int) -> dict[str, tuple[float,
     return out
 
 
+def layout_health_figure(layouts, columns: list[str]) -> str:  # type: ignore[no-untyped-def]
+    """Per layout, the average depth and overlaps of each column (as `deltaopt table info` reports them),
+    as a table and a grouped bar chart of depth (`reports/layouts-health.png`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from benchmarks.common import REPORTS
+    from optimizer.skipping.health import layout_health
+
+    health = {name: layout_health(t.snapshot().files, columns) for name, t, _ in layouts}
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    width = 0.8 / len(health)
+    for i, (name, figures) in enumerate(health.items()):
+        ax.bar([c + i * width for c in range(len(columns))], [h.average_depth for h in figures], width, label=name)
+    ax.set_xticks([c + 0.4 - width / 2 for c in range(len(columns))], columns)
+    ax.set_ylabel("average depth (files a value falls in)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    fig.savefig(REPORTS / "layouts-health.png", dpi=110)
+    plt.close(fig)
+    rows = [
+        [name, *(f"{h.average_depth:.1f} / {h.average_overlaps:.1f}" for h in figures)]
+        for name, figures in health.items()
+    ]
+    return (
+        "Layout health per column, average depth / average overlaps (`deltaopt table info`; lower is better;\n"
+        "`layouts-health.png`)\n\n" + table(("layout", *columns), rows)
+    )
+
+
 def run(scale: float = 1.0, queries: int = 200, spark_queries: int = 50) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="deltaopt-layouts-"))
     spark = build_session(SparkSettings(master="local[2]", shuffle_partitions=8, driver_memory="8g"))
@@ -265,6 +299,8 @@ def run(scale: float = 1.0, queries: int = 200, spark_queries: int = 50) -> dict
         + table(("layout", "C2 order", "clustering order", "partitions / features"), zero)
         + "\n\n"
         + "\n".join(f"- {n}: {o / max(i, 1):.2f}x the zero bits ({o} vs {i})" for n, o, i, _ in zero)
+        + "\n\n"
+        + layout_health_figure(layouts, peer_columns)
         + "\n"
     )
     print(body)

@@ -119,8 +119,9 @@ def run(scales: tuple[float, ...] = SCALES) -> list[dict[str, float]]:
     notes = (
         "\n\nSame data, same columns (" + ", ".join(COLUMNS) + f"), target file size {TARGET >> 20} MiB, on this\n"
         "machine's 2 cores, measured side by side in one run. One-off: a new JVM and Spark session (about 9 s\n"
-        "of it); warm: the session `deltaopt serve` keeps, after one tiny rewrite (first use of the JVM paid). deltaopt also verifies the written rows against the\n"
-        "input, writes extended statistics and commits through Delta's transaction (delta-rs does none of it).\n"
+        "of it); warm: the session `deltaopt serve` keeps, after one tiny rewrite (first use of the JVM paid).\n"
+        "deltaopt also verifies the written rows against the input, writes extended statistics and commits\n"
+        "through Delta's transaction (delta-rs does none of it).\n"
     )
     write_report(
         "layouts-small-rewrites",
