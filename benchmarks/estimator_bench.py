@@ -26,7 +26,7 @@ from optimizer.analysis.sample import sample_frame
 from optimizer.clustering import optimize
 from optimizer.config import SparkSettings, Thresholds
 from optimizer.demo import load_part
-from optimizer.estimate.decision import benefit_of
+from optimizer.estimate.layouts import benefit_of
 from optimizer.estimate.replay import workload_queries
 from optimizer.features import FeatureSet, SopFeature, ZFeature
 from optimizer.runtime import build_session

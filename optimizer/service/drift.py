@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 from costmodel.cost import CostModel
 from optimizer.clustering.groups import FileGroup, clustered_groups, layout_key, oldest_first
 from optimizer.config import Thresholds
-from optimizer.estimate.decision import Decision, estimate
+from optimizer.estimate.decision import estimate
+from optimizer.estimate.record import Decision
 from optimizer.inspect import human_bytes
 from optimizer.service.state import TableState
 from optimizer.skipping.extended import load_index_with_runs

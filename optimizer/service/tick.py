@@ -28,7 +28,8 @@ from costmodel.cost import CostModel
 from optimizer.clustering.groups import layout_key
 from optimizer.config import Config, TableSettings
 from optimizer.errors import KNOWN, CommitConflictError
-from optimizer.estimate.decision import Decision, estimate
+from optimizer.estimate.decision import estimate
+from optimizer.estimate.record import Decision
 from optimizer.features import FeatureSet
 from optimizer.service.decisions import DecisionLog
 from optimizer.service.drift import ReclusterPlan, plan_recluster
