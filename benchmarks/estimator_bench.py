@@ -86,7 +86,9 @@ def run(scale: float = 0.2, queries: int = 200) -> dict[str, object]:
                 sop_weights={p: 1.0 for p in SOP[:ns]},
             )
             started = time.perf_counter()
-            estimate = benefit_of(base, snapshot, snapshot.files, features, sample, records, thresholds, NOW)
+            estimate = benefit_of(
+                base, snapshot, snapshot.files, features, sample, records, thresholds=thresholds, now=NOW
+            )
             estimate_seconds = time.perf_counter() - started
             copy = work / f"z{nz}s{ns}"
             shutil.copytree(base.uri, copy)

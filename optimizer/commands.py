@@ -81,11 +81,11 @@ def _watched(args: argparse.Namespace):
 def cmd_analyse(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime, timedelta
 
-    from optimizer.analysis import analyse_table
+    from optimizer.analysis import TableContext, analyse_table
 
     _, table, spark, delta, log = _watched(args)
     now = datetime.now(UTC)
-    result = analyse_table(spark, delta, table.identity, log, table.thresholds, now)
+    result = analyse_table(TableContext(spark, delta, table.identity, log, table.thresholds, now))
     older = log.older(table.identity, now - timedelta(seconds=table.thresholds.workload_window))
     if args.json:
         print_json({**result.as_dict(), "outside_window": older.as_dict()})
@@ -181,11 +181,12 @@ def _optimize_features(args: argparse.Namespace, spark: Any, table: Any, configu
             sop_add=tuple(SopFeature(p) for p in canonical(args.sop_add)),
         )
     if configured is not None:
-        from optimizer.analysis import analyse_table
+        from optimizer.analysis import TableContext, analyse_table
         from querylog.store import QueryLogTable
 
         log = QueryLogTable(configured.query_log_path)
-        analysis = analyse_table(spark, table, configured.identity, log, configured.thresholds, datetime.now(UTC))
+        context = TableContext(spark, table, configured.identity, log, configured.thresholds, datetime.now(UTC))
+        analysis = analyse_table(context)
         print(f"features from the workload: {analysis.features.as_dict()}", file=sys.stderr)
         return analysis.features
     print("no features given: compaction only", file=sys.stderr)
@@ -234,11 +235,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from costmodel.cost import load
+    from optimizer.analysis import TableContext
     from optimizer.estimate.decision import estimate
 
     config, table, spark, delta, log = _watched(args)
     cost_model = load(config.service.cost_model_path)
-    decision = estimate(spark, delta, table.identity, log, table.thresholds, cost_model, datetime.now(UTC))
+    context = TableContext(spark, delta, table.identity, log, table.thresholds, datetime.now(UTC), cost_model)
+    decision = estimate(context)
     if args.json:
         print_json(decision.as_dict())
         return 0

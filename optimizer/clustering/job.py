@@ -224,7 +224,15 @@ def _write_verified(
         return to_json(extended_by_path[path])
 
     written_with = resolve_output(plan.output, snapshot.configuration)
-    staged = table.stage(spark, layout.frame, snapshot, "optimize", extra, extended, written_with.writer_options())
+    staged = table.stage(
+        spark,
+        layout.frame,
+        snapshot,
+        "optimize",
+        extra_aggregates=extra,
+        extended_stats=extended,
+        options=written_with.writer_options(),
+    )
     write_seconds = time.perf_counter() - clock
     progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
     try:

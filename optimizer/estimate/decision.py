@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from costmodel.cost import CostModel
 from optimizer.analysis.analyser import Analysis, analyse
-from optimizer.analysis.sample import evaluate, sample_frame
+from optimizer.analysis.context import TableContext, cached_sample
+from optimizer.analysis.sample import evaluate
 from optimizer.config import Thresholds
 from optimizer.estimate.layouts import evaluate_layouts, search_features, workload_replay
 from optimizer.estimate.record import Decision, analysis_summary, basis, decide, window_note
@@ -29,20 +30,14 @@ from optimizer.table.output import resolve_output
 from querylog.records import ScanRecord
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from optimizer.table.access import TableAccess
-    from querylog.store import OlderRecords, QueryLogTable
+    from querylog.store import OlderRecords
 
 
 def estimate(
-    spark: SparkSession,
-    table: TableAccess,
-    table_id: str,
-    log: QueryLogTable,
-    thresholds: Thresholds,
-    cost_model: CostModel,
-    now: datetime,
+    context: TableContext,
     *,
     files: Sequence[DataFile] | None = None,
     seed: int = 17,
@@ -52,6 +47,8 @@ def estimate(
     """Decide whether to optimise `files` (default: the files no deltaopt run clustered). A caller
     that already read the table passes its `snapshot` and the extended-stats `index` read with it."""
     clock = time.perf_counter()
+    table, table_id, log, now = context.table, context.table_id, context.log, context.now
+    thresholds = context.thresholds
     if snapshot is None or index is None:
         snapshot = table.snapshot()
         index = load_index(table, snapshot)
@@ -75,14 +72,9 @@ def estimate(
     records = log.read(table_id, since=window_start, until=now)
     older = log.older(table_id, window_start)
     base["outside_window"] = older.as_dict()
-    sample = sample_frame(
-        spark, table, snapshot, new, thresholds.sample_rows, seed, thresholds.sample_scan_bytes
-    ).cache()
-    inputs = _Inputs(table, snapshot, index, new, sample, records, older, thresholds, cost_model, now)
-    try:
+    with cached_sample(context, snapshot, new, seed=seed) as sample:
+        inputs = _Inputs(table, snapshot, index, new, sample, records, older, thresholds, context.cost_model, now)
         return _decide_on_sample(inputs, base, started=clock)
-    finally:
-        sample.unpersist()
 
 
 @dataclass(frozen=True)
@@ -113,11 +105,22 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
         return Decision(
             **base, action="skip", reason=reason, analysis=analysis_summary(analysis), seconds=_rounded(seconds)
         )
-    replay = workload_replay(i.table, i.snapshot, i.new, i.records, thresholds, i.now, i.index, i.older.count > 0)
+    replay = workload_replay(
+        i.table,
+        i.snapshot,
+        i.new,
+        i.records,
+        thresholds,
+        i.now,
+        index=i.index,
+        recorded_before_window=i.older.count > 0,
+    )
     search = None
     if thresholds.selection == "benefit":
         new_bytes = base["new_bytes"]
-        search = search_features(replay, i.snapshot, i.sample, features, thresholds, i.cost_model, new_bytes)
+        search = search_features(
+            replay, i.snapshot, i.sample, features, thresholds=thresholds, cost_model=i.cost_model, new_bytes=new_bytes
+        )
         seconds["search"] = search.seconds
         features = search.features
         if features.is_empty:
@@ -130,7 +133,9 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
                 search=search.as_dict(),
             )
     clock = time.perf_counter()
-    evaluated = evaluate_layouts(i.table, i.snapshot, i.new, i.sample, replay, features, thresholds, i.cost_model)
+    evaluated = evaluate_layouts(
+        i.table, i.snapshot, i.new, i.sample, replay, features, thresholds=thresholds, cost_model=i.cost_model
+    )
     seconds["benefit"] = time.perf_counter() - clock
     best = max(evaluated, key=lambda e: e.net)
     action, reason = decide(best.benefit.benefit, best.cost.seconds)

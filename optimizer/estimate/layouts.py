@@ -41,6 +41,7 @@ def search_features(
     snapshot: Snapshot,
     sample: DataFrame,
     pool: FeatureSet,
+    *,
     thresholds: Thresholds,
     cost_model: CostModel,
     new_bytes: int,
@@ -51,7 +52,7 @@ def search_features(
     feature pays on skipping alone, the one that came closest is returned for that full estimate."""
 
     def score(layout: FeatureSet) -> Score:
-        benefit = layout_benefit(replay, snapshot, layout, sample, thresholds, every_reader=False)
+        benefit = layout_benefit(replay, snapshot, layout, sample, thresholds=thresholds, every_reader=False)
         return Score(benefit.benefit, layout_cost(cost_model, new_bytes, layout).seconds)
 
     result = greedy_search(
@@ -75,6 +76,7 @@ def evaluate_layouts(
     sample: DataFrame,
     replay: WorkloadReplay,
     features: FeatureSet,
+    *,
     thresholds: Thresholds,
     cost_model: CostModel,
 ) -> list[LayoutEstimate]:
@@ -90,7 +92,7 @@ def evaluate_layouts(
             name,
             layout,
             layout_cost(cost_model, new_bytes, layout),
-            layout_benefit(replay, snapshot, layout, sample, thresholds, table),
+            layout_benefit(replay, snapshot, layout, sample, thresholds=thresholds, table=table),
         )
         for name, layout in candidates
     ]
@@ -183,6 +185,7 @@ def workload_replay(
     records: Sequence[ScanRecord],
     thresholds: Thresholds,
     now: datetime,
+    *,
     index: Mapping[str, ExtendedStats] | None = None,
     recorded_before_window: bool = False,
 ) -> WorkloadReplay:
@@ -213,6 +216,7 @@ def layout_benefit(
     snapshot: Snapshot,
     features: FeatureSet,
     sample: DataFrame,
+    *,
     thresholds: Thresholds,
     table: TableAccess | None = None,
     every_reader: bool = True,
@@ -239,10 +243,10 @@ def layout_benefit(
             replay.current_bytes,
             files,
             virtual_bytes,
-            replay.expected_queries,
-            thresholds.cost_per_mb_read,
-            sum(virtual.rows.values()),
-            replay.logged_queries,
+            expected=replay.expected_queries,
+            cost_per_mb=thresholds.cost_per_mb_read,
+            sample_rows=sum(virtual.rows.values()),
+            queries_in_window=replay.logged_queries,
             rate=replay.rate,
             compression=compression,
             virtual_written=virtual.written if compression is not None else None,
@@ -260,6 +264,7 @@ def benefit_of(
     features: FeatureSet,
     sample: DataFrame,
     records: Sequence[ScanRecord],
+    *,
     thresholds: Thresholds,
     now: datetime,
 ) -> BenefitEstimate:
@@ -269,4 +274,4 @@ def benefit_of(
     if thresholds.estimate_compression:
         baseline = measure_baseline(table, snapshot, files, sample, replay.target_files, thresholds.output)
         replay = replace(replay, stored=baseline)
-    return layout_benefit(replay, snapshot, features, sample, thresholds, table)
+    return layout_benefit(replay, snapshot, features, sample, thresholds=thresholds, table=table)

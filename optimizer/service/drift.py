@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from costmodel.cost import CostModel
+from optimizer.analysis.context import TableContext
 from optimizer.clustering.groups import FileGroup, clustered_groups, layout_key, oldest_first
 from optimizer.config import Thresholds
 from optimizer.estimate.decision import estimate
@@ -38,10 +38,7 @@ from optimizer.skipping.extended import load_index_with_runs
 from optimizer.table.access import DataFile
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from optimizer.table.access import TableAccess
-    from querylog.store import QueryLogTable
+    pass
 
 GROUPS_PER_TICK = 2  # estimates per tick are the step's cost; groups rotate across ticks
 
@@ -81,18 +78,10 @@ def recluster_budget(thresholds: Thresholds, used: int) -> int:
     return max(min(thresholds.recluster_bytes_per_tick, thresholds.recluster_bytes_per_day - used), 0)
 
 
-def plan_recluster(
-    spark: SparkSession,
-    table: TableAccess,
-    table_id: str,
-    log: QueryLogTable,
-    thresholds: Thresholds,
-    cost_model: CostModel,
-    now: datetime,
-    state: TableState,
-) -> ReclusterPlan:
+def plan_recluster(context: TableContext, state: TableState) -> ReclusterPlan:
     """Whether (and which) files clustered under an older feature set to re-cluster on this tick."""
     started = time.perf_counter()
+    table, thresholds, now = context.table, context.thresholds, context.now
     if thresholds.recluster_bytes_per_tick == 0:
         return ReclusterPlan("skip", "re-clustering is off (recluster_bytes_per_tick: 0)", 0)
     used = state.reclustered_since(now - timedelta(days=1))
@@ -117,12 +106,10 @@ def plan_recluster(
             f"within recluster_check_interval ({thresholds.recluster_check_interval / 3600:g} h)"
         )
         return ReclusterPlan("skip", why, budget, list(entries.values()), seconds=time.perf_counter() - started)
-    settings = thresholds.model_copy(update={"min_new_bytes": 0})  # the budget bounds the bytes instead
+    settings = context.with_thresholds(thresholds.model_copy(update={"min_new_bytes": 0}))  # budget bounds bytes
 
     def estimate_files(files: list[DataFile]) -> Decision:
-        return estimate(
-            spark, table, table_id, log, settings, cost_model, now, files=files, snapshot=snapshot, index=index
-        )
+        return estimate(settings, files=files, snapshot=snapshot, index=index)
 
     checked = tuple(g.key for g in due[:GROUPS_PER_TICK])  # they rotate, whatever the verdict
     best = _best_group(due[:GROUPS_PER_TICK], entries, budget, estimate_files)
