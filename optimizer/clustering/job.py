@@ -64,6 +64,24 @@ class OptimizeResult:
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    @classmethod
+    def nothing(cls, run_id: str, features: FeatureSet, properties: Mapping[str, str]) -> OptimizeResult:
+        """A run that found no file to rewrite (it may still have set the keys' statistics properties)."""
+        return cls(
+            run_id=run_id,
+            version=None,
+            files_in=0,
+            files_out=0,
+            bytes_in=0,
+            bytes_out=0,
+            rows=0,
+            distinct_vectors=0,
+            sop_partitions=0,
+            dimensions=(),
+            features=features.as_dict(),
+            properties=properties,
+        )
+
 
 @dataclass(frozen=True)
 class _Staged:
@@ -108,7 +126,7 @@ def optimize(
         snapshot = _index_keys(committer, snapshot, properties, run_id, progress)
     chosen = _active(snapshot, list(files) if files is not None else unclustered_files(table, snapshot))
     if not chosen:
-        return OptimizeResult(run_id, None, 0, 0, 0, 0, 0, 0, 0, (), features.as_dict(), {}, properties=properties)
+        return OptimizeResult.nothing(run_id, features, properties)
     rows_in = sum(f.num_records or 0 for f in chosen)
     plan = _Plan(run_id, target_file_size, order_ids, output, progress)
     staged = _write_verified(spark, table, snapshot, chosen, features, plan)

@@ -22,7 +22,7 @@ from optimizer.analysis.context import TableContext, cached_sample
 from optimizer.analysis.sample import evaluate
 from optimizer.config import Thresholds
 from optimizer.estimate.layouts import evaluate_layouts, search_features, workload_replay
-from optimizer.estimate.record import Decision, analysis_summary, basis, decide, window_note
+from optimizer.estimate.record import Decision, Verdict, analysis_summary, basis, decide, window_note
 from optimizer.skipping.extended import ExtendedStats, load_index
 from optimizer.table.access import DataFile, Snapshot
 from optimizer.table.key_stats import key_statistics
@@ -65,7 +65,7 @@ def estimate(
     if new_bytes < thresholds.min_new_bytes or not new:
         return Decision(
             **base,
-            action="skip",
+            action=Verdict.SKIP,
             reason=f"too little new data: {new_bytes:,} bytes < threshold {thresholds.min_new_bytes:,}",
         )
     window_start = now - timedelta(seconds=thresholds.workload_window)
@@ -103,7 +103,7 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
     if features.is_empty:
         reason = "no clustering features: the workload's filters give none" + window_note(i.older, i.records)
         return Decision(
-            **base, action="skip", reason=reason, analysis=analysis_summary(analysis), seconds=_rounded(seconds)
+            **base, action=Verdict.SKIP, reason=reason, analysis=analysis_summary(analysis), seconds=_rounded(seconds)
         )
     replay = workload_replay(
         i.table,
@@ -126,7 +126,7 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
         if features.is_empty:
             return Decision(
                 **base,
-                action="skip",
+                action=Verdict.SKIP,
                 reason="no clustering feature pays for itself: " + search.stopped,
                 analysis=analysis_summary(analysis),
                 seconds=_rounded(seconds),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from costmodel.benefit import MB, BenefitEstimate
@@ -21,11 +22,18 @@ if TYPE_CHECKING:
 LISTED_CANDIDATES = 200  # candidate reports a decision record lists (the analysis sorts features first)
 
 
+class Verdict(StrEnum):
+    """What an estimate decided (the tick record's `action` refines it: dry run, lost race, ...)."""
+
+    OPTIMIZE = "optimize"
+    SKIP = "skip"
+
+
 @dataclass(frozen=True)
 class Decision:
     table: str
     version: int
-    action: str  # "optimize" or "skip"
+    action: Verdict
     reason: str
     new_files: int
     new_bytes: int
@@ -44,7 +52,7 @@ class Decision:
 
     @property
     def optimize(self) -> bool:
-        return self.action == "optimize"
+        return self.action is Verdict.OPTIMIZE
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -52,11 +60,11 @@ class Decision:
         return data
 
 
-def decide(benefit: float, cost: float) -> tuple[str, str]:
+def decide(benefit: float, cost: float) -> tuple[Verdict, str]:
     net = benefit - cost
     if net > 0:
-        return "optimize", f"benefit {benefit:.1f} exceeds cost {cost:.1f} (net {net:+.1f} cluster-seconds)"
-    return "skip", f"benefit {benefit:.1f} does not exceed cost {cost:.1f} (net {net:+.1f} cluster-seconds)"
+        return Verdict.OPTIMIZE, f"benefit {benefit:.1f} exceeds cost {cost:.1f} (net {net:+.1f} cluster-seconds)"
+    return Verdict.SKIP, f"benefit {benefit:.1f} does not exceed cost {cost:.1f} (net {net:+.1f} cluster-seconds)"
 
 
 def basis(benefit: BenefitEstimate) -> str:
