@@ -16,7 +16,7 @@ from pathlib import Path
 
 from benchmarks.common import table, timed, write_report
 from optimizer import tpch
-from optimizer.analysis import analyse_table
+from optimizer.analysis import TableContext, analyse_table
 from optimizer.config import SparkSettings, Thresholds
 from optimizer.runtime import build_session
 from optimizer.table import open_table
@@ -88,11 +88,11 @@ def run(queries: int = 100_000, scale: float = 0.2) -> dict[str, float]:
     _, count_seconds = timed(lambda: lineitem.read_files(spark, snapshot.files, snapshot).count())
 
     thresholds = Thresholds(sample_rows=100_000, min_sop_frequency=0.02)
-    analyse_table(spark, lineitem, "lineitem", log, thresholds, NOW)  # warm-up: JIT, caches
+    analyse_table(TableContext(spark, lineitem, "lineitem", log, thresholds, NOW))  # warm-up: JIT, caches
     from querylog.predicates.classify import classify_text
 
     classify_text.cache_clear()
-    result, seconds = timed(lambda: analyse_table(spark, lineitem, "lineitem", log, thresholds, NOW))
+    result, seconds = timed(lambda: analyse_table(TableContext(spark, lineitem, "lineitem", log, thresholds, NOW)))
     candidates = len(result.candidates)
     z_graph = result.seconds.get("z_graph", 0.0)
     figures = {

@@ -26,7 +26,7 @@ from optimizer.analysis.sample import sample_frame
 from optimizer.clustering import optimize
 from optimizer.config import SparkSettings, Thresholds
 from optimizer.demo import load_part
-from optimizer.estimate.decision import benefit_of
+from optimizer.estimate.layouts import benefit_of
 from optimizer.estimate.replay import workload_queries
 from optimizer.features import FeatureSet, SopFeature, ZFeature
 from optimizer.runtime import build_session
@@ -86,7 +86,9 @@ def run(scale: float = 0.2, queries: int = 200) -> dict[str, object]:
                 sop_weights={p: 1.0 for p in SOP[:ns]},
             )
             started = time.perf_counter()
-            estimate = benefit_of(base, snapshot, snapshot.files, features, sample, records, thresholds, NOW)
+            estimate = benefit_of(
+                base, snapshot, snapshot.files, features, sample, records, thresholds=thresholds, now=NOW
+            )
             estimate_seconds = time.perf_counter() - started
             copy = work / f"z{nz}s{ns}"
             shutil.copytree(base.uri, copy)

@@ -55,7 +55,7 @@ from benchmarks.common import table, write_report
 from benchmarks.delta_peers import DeltaPeer, expert_columns
 from costmodel.benefit import MB
 from optimizer import tpch
-from optimizer.analysis import analyse_table
+from optimizer.analysis import TableContext, analyse_table
 from optimizer.clustering import optimize
 from optimizer.config import Config, load_config
 from optimizer.demo import load_part
@@ -249,7 +249,7 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
             manual = copies["manual"]
             new = unclustered_files(manual, manual.snapshot())
             gated = thresholds.model_copy(update={"selection": "frequency"})  # the thesis's gates choose
-            features = analyse_table(spark, manual, "lineitem", log, gated, now, files=new).features
+            features = analyse_table(TableContext(spark, manual, "lineitem", log, gated, now), files=new).features
             if not features.is_empty:
                 result = optimize(spark, manual, features, target, files=new)
                 tick.manual_seconds = result.seconds.get("total")

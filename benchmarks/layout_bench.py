@@ -37,14 +37,14 @@ from benchmarks.common import table, write_report
 from benchmarks.delta_peers import DeltaPeer
 from costmodel.cost import DEFAULT_MODEL
 from optimizer import tpch
-from optimizer.analysis import analyse_table
+from optimizer.analysis import TableContext, analyse_table
 from optimizer.analysis.sample import sample_frame
 from optimizer.clustering import optimize
 from optimizer.clustering.ordering import file_vectors, order_partitions, zero_bits
 from optimizer.clustering.sop import cluster
 from optimizer.config import SparkSettings, Thresholds
 from optimizer.demo import load_part
-from optimizer.estimate.decision import candidate_layouts, layout_benefit, layout_cost, workload_replay
+from optimizer.estimate.layouts import candidate_layouts, layout_benefit, layout_cost, workload_replay
 from optimizer.runtime import build_session
 from optimizer.skipping.collect import sop_vector
 from optimizer.skipping.extended import load_index
@@ -181,7 +181,7 @@ def run(scale: float = 1.0, queries: int = 200, spark_queries: int = 50) -> dict
         [ScanRecord(f"q{i}", NOW - timedelta(minutes=i), "lineitem", f, c, "bench") for i, (_, f, c) in enumerate(plan)]
     )
     thresholds = Thresholds(sample_rows=100_000, target_file_size=target, min_sop_frequency=0.05)
-    features = analyse_table(spark, base, "lineitem", log, thresholds, NOW).features
+    features = analyse_table(TableContext(spark, base, "lineitem", log, thresholds, NOW)).features
     print(f"analyser: {features.as_dict()}")
 
     frequency = Counter(
@@ -213,7 +213,7 @@ def run(scale: float = 1.0, queries: int = 200, spark_queries: int = 50) -> dict
     records = log.read("lineitem")
     logged = workload_replay(base, snapshot, snapshot.files, records, thresholds, NOW)
     estimates = {
-        names.get(name, f"combined, {name}"): layout_benefit(logged, snapshot, chosen, sample, thresholds)
+        names.get(name, f"combined, {name}"): layout_benefit(logged, snapshot, chosen, sample, thresholds=thresholds)
         for name, chosen in candidates.items()
     }
     picked = max(

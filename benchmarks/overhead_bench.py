@@ -30,6 +30,7 @@ from benchmarks.replay_bench import HOUR, START, insert
 from benchmarks.replay_data import _plain, queries, schema_of
 from costmodel.cost import DEFAULT_MODEL
 from optimizer import tpch
+from optimizer.analysis import TableContext
 from optimizer.clustering import optimize
 from optimizer.config import SparkSettings, Thresholds
 from optimizer.estimate.decision import estimate
@@ -73,7 +74,7 @@ def measure(spark: Any, uri: str, log: str, thresholds: Thresholds) -> dict[str,
     lineitem = open_table(uri)
     now = START + HOUR * 7
     started = time.perf_counter()
-    decision = estimate(spark, lineitem, "lineitem", QueryLogTable(log), thresholds, DEFAULT_MODEL, now)
+    decision = estimate(TableContext(spark, lineitem, "lineitem", QueryLogTable(log), thresholds, now, DEFAULT_MODEL))
     decide = time.perf_counter() - started
     features = FeatureSet.from_dict(decision.features) if decision.features else FeatureSet()
     result = optimize(spark, lineitem, features, thresholds.target_file_size)

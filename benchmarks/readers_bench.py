@@ -43,6 +43,7 @@ from benchmarks.flow_bench import (
 from costmodel.benefit import MB
 from costmodel.cost import DEFAULT_MODEL
 from optimizer import tpch
+from optimizer.analysis import TableContext
 from optimizer.clustering import optimize
 from optimizer.config import Thresholds
 from optimizer.demo import load_part
@@ -84,7 +85,7 @@ def run(spark: Any, part: Path, work: Path, args: argparse.Namespace) -> dict[st
         thresholds = Thresholds(
             min_new_bytes=1, target_file_size=max(1 << 20, size // 12), sample_rows=50_000, **SETTINGS[reader]
         )
-        decision = estimate(spark, copies[reader], "lineitem", log, thresholds, DEFAULT_MODEL, now)
+        decision = estimate(TableContext(spark, copies[reader], "lineitem", log, thresholds, now, DEFAULT_MODEL))
         decisions[reader] = decision.as_dict()
         print(f"  readers: {reader}: {decision.action} - {decision.reason}", flush=True)
         features = FeatureSet.from_dict(decision.features)

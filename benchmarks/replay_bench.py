@@ -43,7 +43,7 @@ import yaml
 from benchmarks.common import write_report
 from benchmarks.replay_data import EXPERT_COLUMNS, batches, queries, schema_of
 from benchmarks.standard_reader import DuckDBReader
-from optimizer.analysis import analyse_table
+from optimizer.analysis import TableContext, analyse_table
 from optimizer.clustering import optimize
 from optimizer.config import Config, SparkSettings, load_config
 from optimizer.runtime import build_session
@@ -157,7 +157,7 @@ def manual_optimize(spark: Any, table: TableAccess, name: str, config: Config, n
     settings = config.table(name)
     log = QueryLogTable(settings.query_log_path)
     started = time.perf_counter()
-    features = analyse_table(spark, table, settings.identity, log, settings.thresholds, now).features
+    features = analyse_table(TableContext(spark, table, settings.identity, log, settings.thresholds, now)).features
     analysed = time.perf_counter() - started
     started = time.perf_counter()
     optimize(

@@ -37,7 +37,7 @@ from benchmarks.common import table, write_report
 from benchmarks.replay_data import _plain
 from benchmarks.standard_reader import DuckDBReader
 from costmodel.cost import DEFAULT_MODEL
-from optimizer.analysis import analyse_table
+from optimizer.analysis import TableContext, analyse_table
 from optimizer.catalog import build_catalog
 from optimizer.clustering import optimize
 from optimizer.config import SparkSettings, Thresholds
@@ -174,8 +174,8 @@ def run(
     # this benchmark is about what it chooses, not when
     thresholds = Thresholds(sample_rows=100_000, target_file_size=target, min_new_bytes=1)
     now = datetime.now(UTC)
-    decision = estimate(spark, open_table(str(base)), "store_sales", log, thresholds, DEFAULT_MODEL, now)
-    analysed = analyse_table(spark, open_table(str(base)), "store_sales", log, thresholds, now)
+    decision = estimate(TableContext(spark, open_table(str(base)), "store_sales", log, thresholds, now, DEFAULT_MODEL))
+    analysed = analyse_table(TableContext(spark, open_table(str(base)), "store_sales", log, thresholds, now))
     chosen = {
         "deltaopt: the service's choice": FeatureSet.from_dict(decision.features) if decision.features else None,
         "deltaopt: the analyser's features": analysed.features,

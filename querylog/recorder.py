@@ -143,10 +143,22 @@ class Recorder:
     def _capture(self, item: _Filters | _Statement) -> Captured:
         if isinstance(item, _Statement):
             return capture_sql(
-                item.sql, item.ts, self.source, self.context, item.query_id, item.metrics, scans=self._templates
+                item.sql,
+                item.ts,
+                self.source,
+                self.context,
+                query_id=item.query_id,
+                metrics=item.metrics,
+                scans=self._templates,
             )
         return capture_filters(
-            item.table_id, item.filters, item.columns, item.ts, self.source, item.query_id, item.metrics
+            item.table_id,
+            item.filters,
+            item.columns,
+            item.ts,
+            self.source,
+            query_id=item.query_id,
+            metrics=item.metrics,
         )
 
     def flush(self) -> int:

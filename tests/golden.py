@@ -40,3 +40,41 @@ def load_cases(name: str) -> list[Case]:
         meta = dict(line[2:].split(": ", 1) for line in lines[1:] if line.startswith("# ") and ": " in line)
         cases.append(Case(title, source, expected, meta))
     return cases
+
+
+UPDATE = "DELTAOPT_UPDATE_GOLDEN"  # set to 1 to rewrite golden files from what the code gives now
+
+
+def json_shape(value: object, path: str = "") -> list[str]:
+    """The shape of a JSON value as sorted ``path: type`` lines (lists by their first element), so a
+    golden file holds a record's schema, not its numbers."""
+    if isinstance(value, dict):
+        lines = [f"{path or '.'}: object"]
+        for key in sorted(value):
+            lines += json_shape(value[key], f"{path}.{key}")
+        return lines
+    if isinstance(value, list):
+        return [f"{path}: array", *(json_shape(value[0], f"{path}[]") if value else [])]
+    kind = {bool: "boolean", int: "number", float: "number", str: "string", type(None): "null"}[type(value)]
+    return [f"{path}: {kind}"]
+
+
+def masked(text: str, *literals: str) -> list[str]:
+    """`text`'s lines with every run of digits as ``#`` and each of `literals` (paths) as ``<...>``."""
+    import re
+
+    for i, literal in enumerate(literals):
+        text = text.replace(literal, f"<{i}>")
+    return [re.sub(r"\d+", "#", line).rstrip() for line in text.splitlines()]
+
+
+def check_golden(name: str, lines: list[str]) -> None:
+    """`lines` equal the golden file `fixtures/<name>` (rewritten instead when DELTAOPT_UPDATE_GOLDEN=1)."""
+    import os
+
+    path = FIXTURES / name
+    if os.environ.get(UPDATE) == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+    expected = path.read_text().splitlines()
+    assert lines == expected, f"{name} changed (if intended, rerun with {UPDATE}=1 and review the diff)"

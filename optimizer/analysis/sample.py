@@ -39,6 +39,7 @@ def sample_frame(
     snapshot: Snapshot,
     files: Sequence[DataFile],
     rows: int,
+    *,
     seed: int = 17,
     scan_bytes: int = 0,
 ) -> DataFrame:

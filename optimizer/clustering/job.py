@@ -18,19 +18,16 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from optimizer.clustering.ordering import order_partitions
-from optimizer.clustering.sop import SopPartition, cluster
-from optimizer.clustering.zorder import Dimension, zorder
+from optimizer.clustering.layout import Layout, Progress, cluster_frame, fingerprint_columns, wrap64
 from optimizer.errors import ClusteringError
 from optimizer.features import FeatureSet
-from optimizer.skipping.collect import sop_vector, stats_spec
+from optimizer.skipping.collect import stats_spec
 from optimizer.skipping.extended import ExtendedStats, delete_index, to_json, unclustered_files, write_index
 from optimizer.skipping.health import layout_health
-from optimizer.spark_expr import expression_column
 from optimizer.table.access import DataFile, Snapshot, StagedFile
 from optimizer.table.committer import Committer, RewriteRequest, committer_for
 from optimizer.table.key_stats import describe_change, indexing_properties, key_columns
@@ -38,12 +35,11 @@ from optimizer.table.output import OutputSettings, resolve_output
 from optimizer.table.stats import data_columns, stats_columns
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, SparkSession
 
     from optimizer.table.access import TableAccess
 
 log = logging.getLogger(__name__)
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -68,161 +64,23 @@ class OptimizeResult:
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
-
-@dataclass(frozen=True)
-class Layout:
-    """A clustered, not yet written frame, and what was learnt on the way (shared with the estimator)."""
-
-    frame: DataFrame
-    files: int
-    distinct_vectors: int
-    partitions: tuple[SopPartition, ...]
-    dimensions: tuple[Dimension, ...]
-    fingerprints: Mapping[tuple[Any, ...], tuple[int, int, int]]  # partition group -> (rows, xx, murmur)
-
-
-def _fingerprint_columns(names: Sequence[str]) -> tuple[Column, Column]:
-    """Two row hashes whose sums over a set of rows fingerprint it in any order. The sums are longs
-    that wrap around (the session runs without ANSI overflow errors, `optimizer.runtime`), so every
-    side compares them modulo 2**64 (`_wrap64`); summing decimals instead cost a fifth of a pass."""
-    from pyspark.sql import functions as F
-
-    columns = [F.col(f"`{n}`") for n in sorted(names)]
-    return F.xxhash64(*columns), F.hash(*columns).cast("long")
-
-
-def _wrap64(value: int) -> int:
-    """`value` as the signed 64-bit integer Spark's wrapping long sum gives."""
-    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
-
-
-def cluster_frame(
-    frame: DataFrame,
-    features: FeatureSet,
-    data_names: Sequence[str],
-    partition_columns: Sequence[str],
-    *,
-    rows_per_file: float,
-    files: int,
-    progress: Progress = lambda _: None,
-    order_ids: bool = True,
-    fingerprint: bool = True,
-    file_column: str | None = None,
-    boundary_rows: int = 100_000,
-) -> Layout:
-    """Steps C1-C3 on `frame` (the rows to lay out). `data_names` are the columns stored in files (the
-    fingerprint covers them); the frame keeps its columns in the same order. `order_ids=False` numbers
-    SOP partitions in clustering order instead of C2's (for measuring what C2 buys). A layout that is
-    never written (the estimator's virtual files) needs no `fingerprint` (its hashes are then zero)
-    and may ask for each row's file index in `file_column` instead of rows moved into their files.
-    `boundary_rows` rows are sampled to the driver for the Z ranges and file boundaries."""
-    predicates = [f.predicate for f in features.sop]
-    if predicates:
-        frame = frame.withColumn("__sop_vec", sop_vector(predicates))
-    fingerprints, vectors = _count_vectors(
-        frame, data_names, partition_columns, with_vectors=bool(predicates), fingerprint=fingerprint
-    )
-    rows = sum(v[0] for v in fingerprints.values())
-    progress(f"read {rows:,} rows; {len(vectors)} distinct SOP vectors")
-    ordered: list[SopPartition] = []
-    if predicates:
-        frame, ordered = _number_sop_partitions(frame, features, vectors, rows_per_file, order_ids)
-        progress(f"SOP: {len(ordered)} partitions ordered by the MST walk of their bit vectors")
-    laid_out, dimensions = _zorder_features(
-        frame,
-        features,
-        files,
-        partition_columns,
-        rows=rows,
-        sop_id=bool(predicates),
-        file_column=file_column,
-        boundary_rows=boundary_rows,
-    )
-    progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
-    return Layout(laid_out, files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints)
-
-
-def _count_vectors(
-    frame: DataFrame,
-    data_names: Sequence[str],
-    partition_columns: Sequence[str],
-    *,
-    with_vectors: bool,
-    fingerprint: bool = True,
-) -> tuple[dict[tuple[Any, ...], tuple[int, int, int]], dict[int, int]]:
-    """Pass 1, one aggregation: the input fingerprint per partition group, and how many rows carry each
-    SOP bit vector (the only input C1 needs on the driver)."""
-    from pyspark.sql import functions as F
-
-    xx, mm = _fingerprint_columns(data_names) if fingerprint else (F.lit(0).cast("long"), F.lit(0).cast("long"))
-    # partition values as Spark renders them in directory names, so written files compare equal
-    keys = [F.col(f"`{c}`").cast("string").alias(c) for c in partition_columns]
-    if with_vectors:
-        keys.append(F.col("__sop_vec"))
-    counted = frame.groupBy(*keys).agg(F.count(F.lit(1)).alias("n"), F.sum(xx).alias("xx"), F.sum(mm).alias("mm"))
-    fingerprints: dict[tuple[Any, ...], list[int]] = {}
-    vectors: dict[int, int] = {}
-    for row in counted.collect():
-        total = fingerprints.setdefault(tuple(row[c] for c in partition_columns), [0, 0, 0])
-        total[0] += int(row["n"])
-        total[1] += int(row["xx"] or 0)
-        total[2] += int(row["mm"] or 0)
-        if with_vectors:
-            vectors[int(row["__sop_vec"])] = vectors.get(int(row["__sop_vec"]), 0) + int(row["n"])
-    return {k: (v[0], _wrap64(v[1]), _wrap64(v[2])) for k, v in fingerprints.items()}, vectors
-
-
-def _number_sop_partitions(
-    frame: DataFrame, features: FeatureSet, vectors: Mapping[int, int], rows_per_file: float, order_ids: bool
-) -> tuple[DataFrame, list[SopPartition]]:
-    """C1 + C2: cluster the bit vectors, order the partitions, and give every row its partition's id
-    (a broadcast join on the vector; chunks of one vector share the first chunk's id). The join's side
-    is built from literals in the JVM: from a Python list, Spark started Python workers for a few rows."""
-    from pyspark.sql import functions as F
-
-    weights = [features.weight(f) for f in features.sop]
-    partitions = cluster(sorted(vectors.items()), weights, max(int(rows_per_file), 1))
-    ordered = order_partitions(partitions, rows_per_file, weights) if order_ids else partitions
-    ids: dict[int, int] = {}
-    for position, partition in enumerate(ordered):
-        for member in partition.members:
-            ids.setdefault(member, position)
-    pairs = [
-        F.struct(F.lit(v).cast("long").alias("__sop_vec"), F.lit(i).cast("long").alias("__sop_id"))
-        for v, i in sorted(ids.items())
-    ]
-    mapping = frame.sparkSession.range(1).select(F.inline(F.array(*pairs)))
-    return frame.join(F.broadcast(mapping), "__sop_vec").drop("__sop_vec"), ordered
-
-
-def _zorder_features(
-    frame: DataFrame,
-    features: FeatureSet,
-    files: int,
-    partition_columns: Sequence[str],
-    *,
-    rows: int,
-    sop_id: bool,
-    file_column: str | None = None,
-    boundary_rows: int = 100_000,
-) -> tuple[DataFrame, list[Dimension]]:
-    """C3: the Z features (and the SOP id) as helper columns, Z-ordered into `files` files, helpers dropped."""
-    columns: list[str] = []
-    for i, feature in enumerate(features.z):
-        frame = frame.withColumn(f"__z{i}", expression_column(feature.expression))
-        columns.append(f"__z{i}")
-    if sop_id:
-        columns.append("__sop_id")
-    laid_out, dimensions = zorder(
-        frame,
-        columns,
-        files,
-        rows=rows,
-        leading=list(partition_columns),
-        sample_rows=boundary_rows,
-        file_column=file_column,
-    )
-    return laid_out.drop(*columns), dimensions
+    @classmethod
+    def nothing(cls, run_id: str, features: FeatureSet, properties: Mapping[str, str]) -> OptimizeResult:
+        """A run that found no file to rewrite (it may still have set the keys' statistics properties)."""
+        return cls(
+            run_id=run_id,
+            version=None,
+            files_in=0,
+            files_out=0,
+            bytes_in=0,
+            bytes_out=0,
+            rows=0,
+            distinct_vectors=0,
+            sop_partitions=0,
+            dimensions=(),
+            features=features.as_dict(),
+            properties=properties,
+        )
 
 
 @dataclass(frozen=True)
@@ -256,9 +114,8 @@ def optimize(
     `stats_for_keys`, clustering keys without min/max statistics get them first (`table.key_stats`).
 
     Raises `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing
-    committed) and `TableAccessError`. The commit goes through Delta's own transaction when `spark` has
-    the Delta engine, else through delta-rs (`optimizer.table.committer`).
-    """
+    committed), `TableAccessError`. Delta's own transaction commits where `spark` has the Delta engine,
+    else delta-rs (`optimizer.table.committer`)."""
     started = time.perf_counter()
     committer = committer_for(table, spark)
     committer.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
@@ -266,36 +123,17 @@ def optimize(
     run_id = run_id or uuid.uuid4().hex[:16]
     properties = indexing_properties(snapshot, key_columns(features)) if stats_for_keys else {}
     if properties:
-        progress(f"run {run_id}: clustering keys get statistics: {describe_change(snapshot, properties)}")
-        committer.set_properties(properties, {"run_id": run_id, "reason": "statistics for clustering keys"})
-        snapshot = table.snapshot()
+        snapshot = _index_keys(committer, snapshot, properties, run_id, progress)
     chosen = _active(snapshot, list(files) if files is not None else unclustered_files(table, snapshot))
     if not chosen:
-        return OptimizeResult(run_id, None, 0, 0, 0, 0, 0, 0, 0, (), features.as_dict(), {}, properties=properties)
-    bytes_in = sum(f.size for f in chosen)
+        return OptimizeResult.nothing(run_id, features, properties)
     rows_in = sum(f.num_records or 0 for f in chosen)
-    file_count = max(1, round(bytes_in / target_file_size))
-    progress(f"run {run_id}: {len(chosen)} files, {bytes_in:,} bytes -> about {file_count} file(s)")
-    staged = _write_verified(
-        spark,
-        table,
-        snapshot,
-        chosen,
-        features,
-        run_id=run_id,
-        file_count=file_count,
-        rows_per_file=max(rows_in / file_count, 1.0),
-        progress=progress,
-        order_ids=order_ids,
-        output=output,
-    )
-    seconds = {"cluster": staged.cluster_seconds, "write": staged.write_seconds}
+    plan = _Plan(run_id, target_file_size, order_ids, output, progress)
+    staged = _write_verified(spark, table, snapshot, chosen, features, plan)
     clock = time.perf_counter()
     version = _commit(committer, snapshot, chosen, staged, features, run_id=run_id, rows=rows_in, metadata=metadata)
-    seconds["commit"] = time.perf_counter() - clock
-    keys = key_columns(features)
-    after = table.snapshot(version).files if keys else ()
-    health = {"before": _health(snapshot.files, keys), "after": _health(after, keys)} if keys else {}
+    seconds = {"cluster": staged.cluster_seconds, "write": staged.write_seconds, "commit": time.perf_counter() - clock}
+    health = _health(table, snapshot, version, features)
     seconds["total"] = time.perf_counter() - started
     progress(f"committed version {version} in {seconds['total']:.1f}s")
     return OptimizeResult(
@@ -303,7 +141,7 @@ def optimize(
         version=version,
         files_in=len(chosen),
         files_out=len(staged.files),
-        bytes_in=bytes_in,
+        bytes_in=sum(f.size for f in chosen),
         bytes_out=sum(f.size for f in staged.files),
         rows=rows_in,
         distinct_vectors=staged.layout.distinct_vectors,
@@ -318,8 +156,37 @@ def optimize(
     )
 
 
-def _health(files: Sequence[DataFile], keys: Sequence[str]) -> list[dict[str, Any]]:
-    return [h.as_dict() for h in layout_health(files, keys)]
+@dataclass(frozen=True)
+class _Plan:
+    """How one run writes: its id, file size, SOP id ordering, Parquet settings and progress reports."""
+
+    run_id: str
+    target_file_size: int
+    order_ids: bool
+    output: OutputSettings
+    progress: Progress
+
+
+def _index_keys(
+    committer: Committer, snapshot: Snapshot, properties: Mapping[str, str], run_id: str, progress: Progress
+) -> Snapshot:
+    """Commit the property change that gives the clustering keys statistics; the table after it (so
+    the files this run writes carry them)."""
+    progress(f"run {run_id}: clustering keys get statistics: {describe_change(snapshot, properties)}")
+    committer.set_properties(properties, {"run_id": run_id, "reason": "statistics for clustering keys"})
+    return committer.table.snapshot()
+
+
+def _health(table: TableAccess, before: Snapshot, version: int, features: FeatureSet) -> dict[str, Any]:
+    """The clustering keys' layout health over the whole table before the run and at `version`."""
+    keys = key_columns(features)
+    if not keys:
+        return {}
+    after = table.snapshot(version).files
+    return {
+        "before": [h.as_dict() for h in layout_health(before.files, keys)],
+        "after": [h.as_dict() for h in layout_health(after, keys)],
+    }
 
 
 def _active(snapshot: Snapshot, chosen: list[DataFile]) -> list[DataFile]:
@@ -337,17 +204,16 @@ def _write_verified(
     snapshot: Snapshot,
     chosen: Sequence[DataFile],
     features: FeatureSet,
-    *,
-    run_id: str,
-    file_count: int,
-    rows_per_file: float,
-    progress: Progress,
-    order_ids: bool,
-    output: OutputSettings,
+    plan: _Plan,
 ) -> _Staged:
     """Cluster and write `chosen`'s rows, then prove the written rows equal the input and write the
     extended-stats index; on any failure the written files are removed and nothing is committed."""
     clock = time.perf_counter()
+    run_id, progress = plan.run_id, plan.progress
+    bytes_in = sum(f.size for f in chosen)
+    file_count = max(1, round(bytes_in / plan.target_file_size))
+    rows_per_file = max(sum(f.num_records or 0 for f in chosen) / file_count, 1.0)
+    progress(f"run {run_id}: {len(chosen)} files, {bytes_in:,} bytes -> about {file_count} file(s)")
     stored = data_columns(snapshot.spark_schema(), snapshot.partition_columns)
     frame = table.read_files(spark, chosen, snapshot)
     delta_columns = {c.name.lower() for c in stats_columns(stored, snapshot.configuration) if c.minmax}
@@ -360,12 +226,12 @@ def _write_verified(
         rows_per_file=rows_per_file,
         files=file_count,
         progress=progress,
-        order_ids=order_ids,
+        order_ids=plan.order_ids,
     )
     cluster_seconds = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    xx, mm = _fingerprint_columns(stored.names)
+    xx, mm = fingerprint_columns(stored.names)
     extra = {**spec.aggregates(), "__xx": _sum(xx), "__mm": _sum(mm)}
     rows_by_path: dict[str, Mapping[str, Any]] = {}
     extended_by_path: dict[str, ExtendedStats] = {}
@@ -375,8 +241,16 @@ def _write_verified(
         extended_by_path[path] = spec.extended(row, run_id)
         return to_json(extended_by_path[path])
 
-    written_with = resolve_output(output, snapshot.configuration)
-    staged = table.stage(spark, layout.frame, snapshot, "optimize", extra, extended, written_with.writer_options())
+    written_with = resolve_output(plan.output, snapshot.configuration)
+    staged = table.stage(
+        spark,
+        layout.frame,
+        snapshot,
+        "optimize",
+        extra_aggregates=extra,
+        extended_stats=extended,
+        options=written_with.writer_options(),
+    )
     write_seconds = time.perf_counter() - clock
     progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
     try:
@@ -448,7 +322,7 @@ def _verify(
         total[0] += int(row["__rows"])
         total[1] += int(row["__xx"] or 0)
         total[2] += int(row["__mm"] or 0)
-    written = {k: [v[0], _wrap64(v[1]), _wrap64(v[2])] for k, v in written.items()}
+    written = {k: [v[0], wrap64(v[1]), wrap64(v[2])] for k, v in written.items()}
     expected_norm = {k: list(v) for k, v in expected.items()}
     if written != expected_norm:
         raise ClusteringError(

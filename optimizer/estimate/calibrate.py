@@ -106,6 +106,7 @@ def calibrate(
     table: TableAccess,
     rows: Sequence[int],
     grid: Sequence[tuple[int, int, int]] = DEFAULT_GRID,
+    *,
     candidates: Candidates | None = None,
     target_file_size: int = 16 << 20,
     work_dir: str | None = None,

@@ -69,17 +69,42 @@ def _query_bytes(
     return [(read, total) for read, total in sums]
 
 
+Side = tuple[Sequence[FileStats], Mapping[str, Mapping[str, float]], Mapping[str, Mapping[str, float]]]
+"""Files, their column bytes now, and their column bytes as (re)written."""
+
+
+def _mean_bytes(queries: Sequence[Query], now: Side, virtual: Side) -> tuple[float, float, float, float]:
+    """Weighted mean bytes per query: read now, after skipping alone, after skipping and compression,
+    and the total of the files now."""
+    weight = sum(q.weight for q in queries)
+    before = after_skipping = after = total = 0.0
+    for query in queries:
+        (read_now, total_now), (_, total_now_after) = _query_bytes(query, now[0], (now[1], now[2]))
+        (read_virtual, total_virtual), (read_written, total_written) = _query_bytes(
+            query, virtual[0], (virtual[1], virtual[2])
+        )
+        share = read_virtual / total_virtual if total_virtual else 1.0
+        share_after = read_written / total_written if total_written else 1.0
+        before += query.weight * read_now
+        after_skipping += query.weight * share * total_now
+        after += query.weight * share_after * total_now_after
+        total += query.weight * total_now
+    if not weight:
+        return before, after_skipping, after, total
+    return before / weight, after_skipping / weight, after / weight, total / weight
+
+
 def estimate_benefit(
     queries: Sequence[Query],
     current: Sequence[FileStats],
     current_bytes: Mapping[str, Mapping[str, float]],
     virtual: Sequence[FileStats],
     virtual_bytes: Mapping[str, Mapping[str, float]],
+    *,
     expected: float,
     cost_per_mb: float,
     sample_rows: int,
     queries_in_window: int,
-    *,
     rate: QueryRate | None = None,
     compression: Compression | None = None,
     virtual_written: Mapping[str, Mapping[str, float]] | None = None,
@@ -94,21 +119,9 @@ def estimate_benefit(
     started = time.perf_counter()
     current_after = recompressed(current_bytes, compression.ratios) if compression else current_bytes
     written = virtual_written or (recompressed(virtual_bytes, compression.ratios) if compression else virtual_bytes)
-    weight = sum(q.weight for q in queries)
-    before = after_skipping = after = total = 0.0
-    for query in queries:
-        (read_now, total_now), (_, total_now_after) = _query_bytes(query, current, (current_bytes, current_after))
-        (read_virtual, total_virtual), (read_written, total_written) = _query_bytes(
-            query, virtual, (virtual_bytes, written)
-        )
-        share = read_virtual / total_virtual if total_virtual else 1.0
-        share_after = read_written / total_written if total_written else 1.0
-        before += query.weight * read_now
-        after_skipping += query.weight * share * total_now
-        after += query.weight * share_after * total_now_after
-        total += query.weight * total_now
-    if weight:
-        before, after_skipping, after, total = (v / weight for v in (before, after_skipping, after, total))
+    before, after_skipping, after, total = _mean_bytes(
+        queries, (current, current_bytes, current_after), (virtual, virtual_bytes, written)
+    )
     saved_mb = max(before - after, 0.0) / MB
 
     def value(saved_bytes: float) -> float:

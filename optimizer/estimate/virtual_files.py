@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from optimizer.clustering.job import cluster_frame
+from optimizer.clustering.layout import cluster_frame
 from optimizer.features import FeatureSet
 from optimizer.skipping.collect import StatsSpec, stats_spec
 from optimizer.skipping.filestats import FileStats, file_stats, table_column_types

@@ -25,29 +25,33 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from costmodel.cost import CostModel
+from optimizer.analysis.context import TableContext
 from optimizer.clustering.groups import FileGroup, clustered_groups, layout_key, oldest_first
 from optimizer.config import Thresholds
-from optimizer.estimate.decision import Decision, estimate
+from optimizer.estimate.decision import estimate
+from optimizer.estimate.record import Decision
 from optimizer.inspect import human_bytes
 from optimizer.service.state import TableState
 from optimizer.skipping.extended import load_index_with_runs
 from optimizer.table.access import DataFile
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from optimizer.table.access import TableAccess
-    from querylog.store import QueryLogTable
+    pass
 
 GROUPS_PER_TICK = 2  # estimates per tick are the step's cost; groups rotate across ticks
 
 
+class PlanAction(StrEnum):
+    RECLUSTER = "recluster"
+    SKIP = "skip"
+
+
 @dataclass(frozen=True)
 class ReclusterPlan:
-    action: str  # "recluster" or "skip"
+    action: PlanAction
     reason: str
     budget: int  # bytes this tick may re-cluster
     groups: list[dict[str, Any]] = field(default_factory=list)  # every layout group, with its estimate if made
@@ -60,7 +64,7 @@ class ReclusterPlan:
 
     @property
     def recluster(self) -> bool:
-        return self.action == "recluster"
+        return self.action is PlanAction.RECLUSTER
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -80,25 +84,17 @@ def recluster_budget(thresholds: Thresholds, used: int) -> int:
     return max(min(thresholds.recluster_bytes_per_tick, thresholds.recluster_bytes_per_day - used), 0)
 
 
-def plan_recluster(
-    spark: SparkSession,
-    table: TableAccess,
-    table_id: str,
-    log: QueryLogTable,
-    thresholds: Thresholds,
-    cost_model: CostModel,
-    now: datetime,
-    state: TableState,
-) -> ReclusterPlan:
+def plan_recluster(context: TableContext, state: TableState) -> ReclusterPlan:
     """Whether (and which) files clustered under an older feature set to re-cluster on this tick."""
     started = time.perf_counter()
+    table, thresholds, now = context.table, context.thresholds, context.now
     if thresholds.recluster_bytes_per_tick == 0:
-        return ReclusterPlan("skip", "re-clustering is off (recluster_bytes_per_tick: 0)", 0)
+        return ReclusterPlan(PlanAction.SKIP, "re-clustering is off (recluster_bytes_per_tick: 0)", 0)
     used = state.reclustered_since(now - timedelta(days=1))
     budget = recluster_budget(thresholds, used)
     if budget <= 0:
         return ReclusterPlan(
-            "skip",
+            PlanAction.SKIP,
             f"re-clustering budget used: {human_bytes(used)} in the last 24 h "
             f"(recluster_bytes_per_day {human_bytes(thresholds.recluster_bytes_per_day)})",
             0,
@@ -115,27 +111,36 @@ def plan_recluster(
             else "every group of clustered files was estimated since the chosen layout last changed and "
             f"within recluster_check_interval ({thresholds.recluster_check_interval / 3600:g} h)"
         )
-        return ReclusterPlan("skip", why, budget, list(entries.values()), seconds=time.perf_counter() - started)
-    settings = thresholds.model_copy(update={"min_new_bytes": 0})  # the budget bounds the bytes instead
+        return ReclusterPlan(
+            PlanAction.SKIP, why, budget, list(entries.values()), seconds=time.perf_counter() - started
+        )
+    settings = context.with_thresholds(thresholds.model_copy(update={"min_new_bytes": 0}))  # budget bounds bytes
 
     def estimate_files(files: list[DataFile]) -> Decision:
-        return estimate(
-            spark, table, table_id, log, settings, cost_model, now, files=files, snapshot=snapshot, index=index
-        )
+        return estimate(settings, files=files, snapshot=snapshot, index=index)
 
     checked = tuple(g.key for g in due[:GROUPS_PER_TICK])  # they rotate, whatever the verdict
     best = _best_group(due[:GROUPS_PER_TICK], entries, budget, estimate_files)
     seconds = time.perf_counter() - started
     if best is None:
         why = "no older layout's files gain enough from re-clustering"
-        return ReclusterPlan("skip", why, budget, list(entries.values()), seconds=seconds, checked=checked)
+        return ReclusterPlan(PlanAction.SKIP, why, budget, list(entries.values()), seconds=seconds, checked=checked)
     group, decision, files = best
     entries[group.key]["verdict"] = f"{entries[group.key]['verdict']}; chosen"
     size = sum(f.size for f in files)
     reason = f"re-cluster {len(files)} files ({human_bytes(size)}) laid out under {group.key}: {decision.reason}"
     paths = tuple(f.path for f in files)
     return ReclusterPlan(
-        "recluster", reason, budget, list(entries.values()), decision, paths, size, seconds, checked, group.key
+        PlanAction.RECLUSTER,
+        reason,
+        budget,
+        list(entries.values()),
+        decision=decision,
+        files=paths,
+        bytes=size,
+        seconds=seconds,
+        checked=checked,
+        group=group.key,
     )
 
 

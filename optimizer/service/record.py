@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from optimizer.estimate.decision import Decision
+    from optimizer.estimate.record import Decision
     from optimizer.service.drift import ReclusterPlan
     from optimizer.service.executors import JobOutcome
 

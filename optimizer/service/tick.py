@@ -25,10 +25,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from costmodel.cost import CostModel
+from optimizer.analysis.context import TableContext
 from optimizer.clustering.groups import layout_key
 from optimizer.config import Config, TableSettings
 from optimizer.errors import KNOWN, CommitConflictError
-from optimizer.estimate.decision import Decision, estimate
+from optimizer.estimate.decision import estimate
+from optimizer.estimate.record import Decision
 from optimizer.features import FeatureSet
 from optimizer.service.decisions import DecisionLog
 from optimizer.service.drift import ReclusterPlan, plan_recluster
@@ -120,18 +122,21 @@ def _tick(
     tail = log_table.tail(state.log_version, table.identity)
     draft.new_queries = len(tail.records)
     state = state.with_(log_version=tail.version)
-    decision = estimate(ctx.spark(), delta, table.identity, log_table, table.thresholds, ctx.cost_model, now)
+    context = TableContext(ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model)
+    decision = estimate(context)
     draft.decision = decision
     draft.action, draft.reason = Action(decision.action), decision.reason
     if decision.features:  # what the estimate would lay data out on for today's workload
         state = state.with_layout(layout_key(decision.features), now)
     if not decision.optimize:
-        return _drift(table, ctx, now, state, draft, dry_run, delta, log_table)
+        return _drift(table, ctx, now, state, draft, dry_run=dry_run, delta=delta, log_table=log_table)
     if dry_run:
         draft.action, draft.reason = Action.OPTIMIZE_DRY_RUN, draft.reason + "; dry run: not optimised"
         return state
     features = FeatureSet.from_dict(decision.features)
-    return _run_job(table, ctx, now, state, draft, delta, features, None, decision.version)
+    return _run_job(
+        table, ctx, now, state, draft, delta=delta, features=features, files=None, read_version=decision.version
+    )
 
 
 def _drift(
@@ -140,6 +145,7 @@ def _drift(
     now: datetime,
     state: TableState,
     draft: _Draft,
+    *,
     dry_run: bool,
     delta: Any,
     log_table: QueryLogTable,
@@ -147,7 +153,8 @@ def _drift(
     """No new data to optimise: re-cluster files laid out for an older workload, if that pays."""
     if ctx.stopping.is_set():
         return state
-    plan = plan_recluster(ctx.spark(), delta, table.identity, log_table, table.thresholds, ctx.cost_model, now, state)
+    context = TableContext(ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model)
+    plan = plan_recluster(context, state)
     draft.recluster = plan
     checked = {**state.recluster_checked, **{key: now.isoformat() for key in plan.checked}}
     state = state.with_(recluster_checked=checked)
@@ -159,7 +166,17 @@ def _drift(
         draft.action, draft.reason = Action.RECLUSTER_DRY_RUN, plan.reason + "; dry run: not re-clustered"
         return state
     features = FeatureSet.from_dict(plan.decision.features)
-    state = _run_job(table, ctx, now, state, draft, delta, features, plan.files, plan.decision.version)
+    state = _run_job(
+        table,
+        ctx,
+        now,
+        state,
+        draft,
+        delta=delta,
+        features=features,
+        files=plan.files,
+        read_version=plan.decision.version,
+    )
     if draft.action is Action.RECLUSTER:  # committed (a lost race is RECLUSTER_LOST_RACE)
         # the new layout was just estimated; the rest of the old group is due again on the next tick
         checked = {**state.recluster_checked, layout_key(features): now.isoformat()}
@@ -174,6 +191,7 @@ def _run_job(
     now: datetime,
     state: TableState,
     draft: _Draft,
+    *,
     delta: Any,
     features: FeatureSet,
     files: tuple[str, ...] | None,

@@ -165,6 +165,7 @@ class TableAccess(Protocol):
         df: DataFrame,
         snapshot: Snapshot,
         purpose: str,
+        *,
         extra_aggregates: Mapping[str, Column] | None = None,
         extended_stats: StatsCallback | None = None,
         options: Mapping[str, str] | None = None,

@@ -16,10 +16,8 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
@@ -29,7 +27,9 @@ from optimizer import errors
 from optimizer.table.access import CUSTOM_METADATA_KEY, Commit, DataFile, Snapshot, StagedFile, StatsCallback
 from optimizer.table.commit_safety import check_commit_safety
 from optimizer.table.committer import check_staged
+from optimizer.table.deltars_log import commit_entry, data_files
 from optimizer.table.footer_stats import FOOTER_ROWS, footer_indices, footer_stats
+from optimizer.table.staging import absolute_local, check_schema, partition_values, row_for
 from optimizer.table.stats import StatsColumn, collect_file_stats, data_columns, delta_stats_json, stats_columns
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class DeltaRsTable:
     """A Delta table at `uri` (a local path or a URI delta-rs and Spark can both reach)."""
 
     def __init__(self, uri: str, storage_options: Mapping[str, str] | None = None) -> None:
-        self.uri = uri.rstrip("/") if _is_uri(uri) else _absolute_local(uri)
+        self.uri = uri.rstrip("/") if _is_uri(uri) else absolute_local(uri)
         self.storage_options = dict(storage_options or {})
 
     def __repr__(self) -> str:
@@ -85,7 +85,7 @@ class DeltaRsTable:
             version=table.version(),
             schema_json=table.schema().to_json(),
             partition_columns=tuple(metadata.partition_columns),
-            files=tuple(_data_files(table)),
+            files=tuple(data_files(table)),
             configuration=dict(metadata.configuration),
         )
 
@@ -105,7 +105,7 @@ class DeltaRsTable:
         """commitInfo of versions >= `since_version`, oldest first (as far as log retention keeps them)."""
         table = self._open()
         limit = max(table.version() - since_version + 1, 1)
-        commits = [_commit(entry) for entry in table.history(limit)]
+        commits = [commit_entry(entry) for entry in table.history(limit)]
         return sorted((c for c in commits if c.version >= since_version), key=lambda c: c.version)
 
     def files_added_since(self, version: int) -> list[DataFile]:
@@ -154,6 +154,7 @@ class DeltaRsTable:
         df: DataFrame,
         snapshot: Snapshot,
         purpose: str,
+        *,
         extra_aggregates: Mapping[str, Column] | None = None,
         extended_stats: StatsCallback | None = None,
         options: Mapping[str, str] | None = None,
@@ -166,7 +167,7 @@ class DeltaRsTable:
         Raises `RewriteValidationError` when `df` does not have the table's schema.
         """
         schema = snapshot.spark_schema()
-        _check_schema(df.schema, schema, self.uri)
+        check_schema(df.schema, schema, self.uri)
         directory = f"{purpose}-{uuid.uuid4().hex[:16]}"
         writer = df.select(*[f"`{n}`" for n in schema.names]).write.mode("error")  # Connect knows this spelling
         if options:
@@ -191,7 +192,7 @@ class DeltaRsTable:
                     path=path,
                     size=size,
                     stats_json=delta_stats_json(row, columns, extra),
-                    partition_values=_partition_values(path, directory, snapshot.partition_columns),
+                    partition_values=partition_values(path, directory, snapshot.partition_columns),
                 )
             )
         return staged
@@ -213,7 +214,7 @@ class DeltaRsTable:
         footers = footer_stats(fs, root, listed, columns, from_footers)
         rows = {}
         for path in listed:
-            row = {**_row_for(path, aggregated), **footers[path]}
+            row = {**row_for(path, aggregated), **footers[path]}
             if int(row[FOOTER_ROWS]) != int(row["__rows"]):
                 raise errors.RewriteValidationError(
                     f"written file {path}: footer says {row[FOOTER_ROWS]} rows, reading it gave {row['__rows']}"
@@ -323,7 +324,7 @@ class DeltaRsTable:
         """The active files of `table`, when every file to remove is still one of them (same size);
         otherwise the staged files are deleted and the rewrite refused: invalid on the first attempt,
         a lost race after a concurrent commit removed them."""
-        active = {f.path: f for f in _data_files(table)}
+        active = {f.path: f for f in data_files(table)}
         gone = [f.path for f in remove if f.path not in active or active[f.path].size != f.size]
         if not gone:
             return active
@@ -414,48 +415,6 @@ class DeltaRsTable:
                 self._remove_directory(directory)
 
 
-def _absolute_local(path: str) -> str:
-    import os
-
-    return os.path.abspath(os.path.expanduser(path))
-
-
-def _check_schema(actual: StructType, expected: StructType, uri: str) -> None:
-    def shape(schema: StructType) -> list[tuple[str, str]]:
-        return [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
-
-    if shape(actual) != shape(expected):
-        raise errors.RewriteValidationError(
-            f"data for {uri} does not have the table's schema: got {actual.simpleString()}, "
-            f"expected {expected.simpleString()}"
-        )
-
-
-def _row_for(path: str, rows: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The statistics row of `path`; Spark reports ``file:/...`` URIs, so match on the path suffix."""
-    for uri, row in rows.items():
-        if uri.endswith("/" + path):
-            return row
-    raise errors.RewriteValidationError(f"no statistics were computed for written file {path}")
-
-
-def _partition_values(path: str, directory: str, partition_columns: Sequence[str]) -> dict[str, str | None]:
-    from urllib.parse import unquote
-
-    if not partition_columns:
-        return {}
-    parts = path[len(directory) + 1 :].split("/")[:-1]
-    values: dict[str, str | None] = {}
-    for part in parts:
-        key, _, raw = part.partition("=")
-        value = unquote(raw)
-        values[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
-    missing = [c for c in partition_columns if c not in values]
-    if missing:
-        raise errors.RewriteValidationError(f"written file {path} lacks partition directories for {missing}")
-    return values
-
-
 def _add_action(f: StagedFile, data_change: bool) -> AddAction:
     return AddAction(f.path, f.size, dict(f.partition_values), int(time.time() * 1000), data_change, f.stats_json)
 
@@ -465,53 +424,3 @@ def _custom(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not metadata:
         return None
     return {CUSTOM_METADATA_KEY: json.loads(json.dumps(metadata, default=str))}
-
-
-def _data_files(table: DeltaTable) -> list[DataFile]:
-    actions = pa.table(table.get_add_actions(flatten=True))
-    files = []
-    for row in actions.to_pylist():
-        mins: dict[str, Any] = {}
-        maxs: dict[str, Any] = {}
-        nulls: dict[str, int] = {}
-        parts: dict[str, str | None] = {}
-        for key, value in row.items():
-            prefix, _, name = key.partition(".")
-            if prefix == "min" and value is not None:
-                mins[name] = value
-            elif prefix == "max" and value is not None:
-                maxs[name] = value
-            elif prefix == "null_count" and value is not None:
-                nulls[name] = int(value)
-            elif prefix == "partition":
-                parts[name] = None if value is None else str(value)
-        files.append(
-            DataFile(
-                path=row["path"],
-                size=int(row["size_bytes"]),
-                num_records=None if row.get("num_records") is None else int(row["num_records"]),
-                modification_time=int(row.get("modification_time") or 0),
-                partition_values=parts,
-                min_values=mins,
-                max_values=maxs,
-                null_counts=nulls,
-            )
-        )
-    return files
-
-
-_COMMIT_KEYS = {"version", "timestamp", "operation", "operationParameters", "engineInfo", "clusterId"}
-
-
-def _commit(entry: Mapping[str, Any]) -> Commit:
-    stamp = entry.get("timestamp")
-    parameters = entry.get("operationParameters") or {}
-    return Commit(
-        version=int(entry["version"]),
-        timestamp=datetime.fromtimestamp(stamp / 1000, tz=UTC) if stamp is not None else None,
-        operation=entry.get("operation"),
-        operation_parameters=dict(parameters) if isinstance(parameters, Mapping) else {},
-        engine=entry.get("engineInfo"),
-        cluster_id=entry.get("clusterId"),
-        metadata={k: v for k, v in entry.items() if k not in _COMMIT_KEYS},
-    )

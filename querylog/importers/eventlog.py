@@ -125,9 +125,9 @@ def _capture_plan(
             columns,
             ts,
             "eventlog",
-            query_id,
-            metrics if len(nodes) == 1 else Metrics(),
-            location,
+            query_id=query_id,
+            metrics=metrics if len(nodes) == 1 else Metrics(),
+            location=location,
         )
     if not captured.scans and not captured.quarantined:
         captured += Captured(
@@ -183,7 +183,7 @@ def import_event_log(log_table: Any, path: str | Path, context: SqlContext = Sql
         metrics = Metrics(duration_ms=end - int(event["time"]) if end else None)
         description = str(event.get("description") or "")
         if SQL_START.match(description):
-            result = capture_sql(description, ts, "eventlog", context, None, metrics, location, scans=memo)
+            result = capture_sql(description, ts, "eventlog", context, metrics=metrics, location=location, scans=memo)
             if result.scans:
                 captured += result
                 continue

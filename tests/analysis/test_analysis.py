@@ -193,7 +193,7 @@ def test_analyse_table_end_to_end(spark, tmp_path):
     """Spark sample + log table: a correlated pair, a constant, a UDF, and a frequent LIKE."""
     from pyspark.sql import functions as F
 
-    from optimizer.analysis import analyse_table
+    from optimizer.analysis import TableContext, analyse_table
     from optimizer.table import open_table
     from querylog.store import QueryLogTable
 
@@ -214,7 +214,7 @@ def test_analyse_table_end_to_end(spark, tmp_path):
     ts = NOW - timedelta(hours=1)
     log.append([ScanRecord(f"q{i}", ts, "t", tuple(f), ("*",), "test") for i, f in enumerate(rows)])
 
-    result = analyse_table(spark, table, "t", log, Thresholds(sample_rows=5000), NOW)
+    result = analyse_table(TableContext(spark, table, "t", log, Thresholds(sample_rows=5000), NOW))
     roles = {c.feature: c for c in result.candidates}
     assert [f.expression for f in result.features.z] == ["a", "c"]
     assert roles["b"].role is Role.Z_ADD and roles["b"].correlated_with == "a"

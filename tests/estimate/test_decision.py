@@ -17,6 +17,7 @@ from tests.estimate.workloads import NOW, files, records, sizes
 def test_estimate_decides_on_a_real_table(spark, tmp_path):
     from pyspark.sql import functions as F
 
+    from optimizer.analysis import TableContext
     from optimizer.clustering import optimize
     from optimizer.estimate.decision import estimate
     from optimizer.table import open_table
@@ -37,7 +38,7 @@ def test_estimate_decides_on_a_real_table(spark, tmp_path):
     cheap = CostModel(overhead=1.0, base=10.0, per_z=1.0, per_sop=1.0, per_additional=0.1)
 
     log.append(records("x = 3", count=2, age=timedelta(days=30)))  # outside the 7-day window
-    decision = estimate(spark, table, "t", log, thresholds, cheap, NOW)
+    decision = estimate(TableContext(spark, table, "t", log, thresholds, NOW, cheap))
     assert decision.action == "optimize", decision.reason
     assert decision.features["z"] == ["x"]
     assert decision.search is not None and decision.search["chosen"] == ["z: x"]  # the benefit search chose it
@@ -50,11 +51,11 @@ def test_estimate_decides_on_a_real_table(spark, tmp_path):
     assert "queries expected" in decision.reason and "MB per query" in decision.reason
     assert decision.benefit is not None and decision.benefit.p_after < 0.5 * decision.benefit.p_before
 
-    too_little = estimate(spark, table, "t", log, Thresholds(min_new_bytes=10**12), cheap, NOW)
+    too_little = estimate(TableContext(spark, table, "t", log, Thresholds(min_new_bytes=10**12), NOW, cheap))
     assert too_little.action == "skip" and "too little new data" in too_little.reason
 
     optimize(spark, table, _features(decision), 200_000)
-    again = estimate(spark, table, "t", log, thresholds, cheap, NOW, files=table.snapshot().files)
+    again = estimate(TableContext(spark, table, "t", log, thresholds, NOW, cheap), files=table.snapshot().files)
     assert again.benefit is not None and again.benefit.saved_mb_per_query < 0.2 * decision.benefit.saved_mb_per_query
 
 
@@ -65,7 +66,7 @@ def _features(decision):  # type: ignore[no-untyped-def]
 
 
 def test_candidate_layouts_keep_left_out_features_as_statistics():
-    from optimizer.estimate.decision import candidate_layouts
+    from optimizer.estimate.layouts import candidate_layouts
     from optimizer.features import FeatureSet, SopFeature, ZFeature
 
     features = FeatureSet(
@@ -89,6 +90,7 @@ def test_estimated_compression_matches_a_real_rewrite(spark, tmp_path):
     compacted (real rows, full density) and rows clustered (the sample), and leaves no scratch behind."""
     from pyspark.sql import functions as F
 
+    from optimizer.analysis import TableContext
     from optimizer.clustering import optimize
     from optimizer.estimate.decision import estimate
     from optimizer.skipping.scan import column_sizes
@@ -106,7 +108,7 @@ def test_estimated_compression_matches_a_real_rewrite(spark, tmp_path):
     log = QueryLogTable(str(tmp_path / "t_querylog"))
     log.append([r for v in range(0, 600, 20) for r in records(f"x = {v}", count=3)])
     thresholds = Thresholds(min_new_bytes=1, target_file_size=150_000, sample_rows=20000, min_comparison_points=3)
-    decision = estimate(spark, table, "t", log, thresholds, DEFAULT_MODEL, NOW)
+    decision = estimate(TableContext(spark, table, "t", log, thresholds, NOW, DEFAULT_MODEL))
     assert decision.benefit is not None and decision.benefit.compression is not None, decision.reason
     compression = decision.benefit.compression
     assert compression.codec_before == "SNAPPY" and compression.codec_after == "ZSTD", "Spark wrote, ZSTD rewrites"
@@ -142,6 +144,7 @@ def test_layouts_are_scored_for_the_tables_readers(spark, tmp_path):
     table read by standard engines the layout is worth nothing, for deltaopt's readers it pays."""
     from pyspark.sql import functions as F
 
+    from optimizer.analysis import TableContext
     from optimizer.estimate.decision import estimate
     from optimizer.table import open_table
     from querylog.store import QueryLogTable
@@ -165,7 +168,7 @@ def test_layouts_are_scored_for_the_tables_readers(spark, tmp_path):
         "estimate_compression": False,  # skipping alone: compression reaches every reader
     }
 
-    deltaopt = estimate(spark, table, "t", log, Thresholds(**settings, readers="deltaopt"), cheap, NOW)
+    deltaopt = estimate(TableContext(spark, table, "t", log, Thresholds(**settings, readers="deltaopt"), NOW, cheap))
     assert deltaopt.action == "optimize", deltaopt.reason
     assert deltaopt.features["z"] == ["x + y"]
     readers = deltaopt.benefit.readers
@@ -174,9 +177,11 @@ def test_layouts_are_scored_for_the_tables_readers(spark, tmp_path):
     assert readers["standard"]["bytes_per_query_after_skipping"] >= 0.9 * readers["standard"]["bytes_per_query_before"]
     assert "deltaopt readers (100%)" in deltaopt.reason and "standard readers (0%)" in deltaopt.reason
 
-    standard = estimate(spark, table, "t", log, Thresholds(**settings), cheap, NOW)
+    standard = estimate(TableContext(spark, table, "t", log, Thresholds(**settings), NOW, cheap))
     assert standard.action == "skip", standard.reason
-    mixed = estimate(spark, table, "t", log, Thresholds(**settings, readers={"standard": 1, "deltaopt": 1}), cheap, NOW)
+    mixed = estimate(
+        TableContext(spark, table, "t", log, Thresholds(**settings, readers={"standard": 1, "deltaopt": 1}), NOW, cheap)
+    )
     assert mixed.benefit is not None and deltaopt.benefit is not None
     assert 0.3 * deltaopt.benefit.benefit < mixed.benefit.benefit < 0.7 * deltaopt.benefit.benefit
 
@@ -189,7 +194,17 @@ def test_combined_estimate_weighs_each_reader_by_its_share():
     queries = [Query(prepare("x < 10"), None, 1.0)]
     current = files([(0, 100), (0, 100)])
     clustered = files([(0, 49), (50, 100)])
-    deltaopt = estimate_benefit(queries, current, sizes(current), clustered, sizes(clustered), 100, 0.01, 1000, 10)
+    deltaopt = estimate_benefit(
+        queries,
+        current,
+        sizes(current),
+        clustered,
+        sizes(clustered),
+        expected=100,
+        cost_per_mb=0.01,
+        sample_rows=1000,
+        queries_in_window=10,
+    )
     standard = replace(deltaopt, benefit=0.0, bytes_per_query_after=deltaopt.bytes_per_query_before)
     mixed = combine({"deltaopt": deltaopt, "standard": standard}, {"standard": 0.75, "deltaopt": 0.25})
     assert mixed.benefit == pytest.approx(0.25 * deltaopt.benefit, abs=1e-3)

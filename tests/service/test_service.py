@@ -27,6 +27,7 @@ from optimizer.service.state import RunInProgress
 from optimizer.table.access import Commit
 from querylog.records import ScanRecord
 from querylog.store import QueryLogTable
+from tests.golden import check_golden, json_shape, masked
 
 NOW = datetime(2024, 6, 1, 12, tzinfo=UTC)
 CHEAP = CostModel(overhead=1.0, base=10.0, per_z=1.0, per_sop=1.0, per_additional=0.1)
@@ -108,6 +109,7 @@ def test_tick_decides_optimises_and_records(service):
     assert typed.job is not None and typed.job.outcome is not None and typed.job.outcome.files_in == 6
     assert typed.features["z"] == ["x"] and typed.decision is not None and typed.decision.optimize
     record = typed.as_dict()  # what the decision log holds
+    check_golden("records/tick-optimize.txt", json_shape(json.loads(json.dumps(record, default=str))))
     assert record["action"] == "optimize" and record["features"]["z"] == ["x"]
     job = record["job"]
     assert job["executor"] == "local" and job["version"] == open_table(table_path).snapshot().version
@@ -407,6 +409,7 @@ def test_estimate_and_status_on_the_command_line(service, capsys):
     assert {layout["layout"] for layout in decision["layouts"]} == {"as analysed"}
     assert main(["estimate", "--config", config]) == 0
     text = capsys.readouterr().out
+    check_golden("records/estimate-text.txt", masked(text, table_path, str(tmp_path)))
     assert "standard readers (100% of reads)" in text and "deltaopt readers (0% of reads)" in text
     assert "feature search:" in text and "z x: chosen in round 1" in text
     assert main(["status", "--config", config]) == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from optimizer.commands import configured_table, print_json
+from optimizer.cli.common import configured_table, print_json
 from optimizer.errors import DeltaOptError
 
 
@@ -13,8 +13,8 @@ def _querylog_target(args: argparse.Namespace):
     """The log table and SQL context from --config/--table, or from --log alone, resolving with the
     schema sources of the configuration plus the command line's (and, with --derive-joins, deriving
     join filters on Spark)."""
+    from optimizer.cli.querylog_context import catalog_for, sql_context
     from optimizer.config import SchemaSettings, SparkSettings
-    from optimizer.querylog_context import catalog_for, sql_context
     from optimizer.runtime import build_session
     from querylog.capture import SqlContext
     from querylog.store import QueryLogTable

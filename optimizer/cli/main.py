@@ -1,6 +1,6 @@
 """The ``deltaopt`` command line: the argument parser and the entry point.
 
-Each sub-command is a small function in `optimizer.commands`. Errors from the library
+Each sub-command is a small function in `optimizer.cli.commands`, `.service` or `.querylog`. Errors from the library
 (`DeltaOptError`, `QueryLogError`) become one clear line on stderr and exit status 2.
 
 The console script is `entry`, which leaves the process without Python's finalisation once the
@@ -22,21 +22,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from optimizer import __version__
-from optimizer.commands import (
+from optimizer.cli.commands import (
     cmd_analyse,
     cmd_calibrate,
     cmd_config_check,
-    cmd_decisions,
     cmd_demo,
-    cmd_estimate,
     cmd_explain,
     cmd_optimize,
-    cmd_serve,
-    cmd_status,
     cmd_table_info,
 )
+from optimizer.cli.querylog import cmd_querylog_import, cmd_querylog_quarantine, cmd_querylog_show
+from optimizer.cli.service import cmd_decisions, cmd_estimate, cmd_serve, cmd_status
 from optimizer.errors import KNOWN
-from optimizer.querylog_commands import cmd_querylog_import, cmd_querylog_quarantine, cmd_querylog_show
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -259,7 +256,3 @@ def entry() -> None:
             stream.flush()
     logging.shutdown()
     os._exit(code)
-
-
-if __name__ == "__main__":
-    entry()

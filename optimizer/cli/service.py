@@ -1,0 +1,172 @@
+"""The ``deltaopt`` sub-commands of the service: estimate, serve, status and decisions."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from optimizer.cli.common import print_json, watched
+from optimizer.errors import DeltaOptError
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from costmodel.cost import load
+    from optimizer.analysis import TableContext
+    from optimizer.estimate.decision import estimate
+
+    config, table, spark, delta, log = watched(args)
+    cost_model = load(config.service.cost_model_path)
+    context = TableContext(spark, delta, table.identity, log, table.thresholds, datetime.now(UTC), cost_model)
+    decision = estimate(context)
+    if args.json:
+        print_json(decision.as_dict())
+        return 0
+    print(f"{table.name} v{decision.version}: {decision.action.upper()} - {decision.reason}")
+    print(
+        f"  new data: {decision.new_files} files, {decision.new_bytes:,} bytes (threshold {decision.min_new_bytes:,})"
+    )
+    if decision.outside_window and decision.outside_window.get("count"):
+        o = decision.outside_window
+        print(f"  outside the workload window: {o['count']} logged scans ({o['first']} .. {o['last']})")
+    if decision.cost and decision.benefit:
+        b = decision.benefit
+        print(f"  cost: {decision.cost.seconds:.1f} cluster-s ({decision.cost.terms})")
+        print(
+            f"  benefit: {b.benefit:.1f} cluster-s = {b.expected_queries:.0f} expected queries x "
+            f"{b.saved_mb_per_query:.2f} MB saved each; scanned share {b.p_before:.1%} -> {b.p_after:.1%}"
+        )
+        print(f"    of which skipping {b.benefit_skipping:.1f}, compression {b.benefit_compression:.1f}")
+        if b.rate is not None and b.rate.period_start is not None:
+            print(
+                f"  query rate: {b.rate.per_day:,.1f}/day over {b.rate.covered_seconds / 3600:,.1f} h of log "
+                f"from {b.rate.period_start:%Y-%m-%d %H:%M} ({len(b.rate.gaps)} gap(s) left out)"
+            )
+        if b.compression is not None:
+            c = b.compression
+            figures = c.as_dict()
+            print(
+                f"  stored bytes x{c.ratio:.3f} ({c.codec_before} -> {c.codec_after}): compaction "
+                f"x{figures['compaction']}, clustering x{figures['clustering']}"
+            )
+        for name, seen in b.readers.items():
+            print(
+                f"  {name} readers ({seen['share']:.0%} of reads): {seen['bytes_per_query_before'] / 1e6:.2f} -> "
+                f"{seen['bytes_per_query_after'] / 1e6:.2f} MB per query, benefit {seen['benefit']:.1f}"
+            )
+        print(f"  features: {decision.features}")
+    if decision.search:
+        search = decision.search
+        print(
+            f"  feature search: {search['estimates']} estimates in {search['seconds']} s; chosen {search['chosen']}; "
+            f"{search['stopped']}"
+        )
+        for candidate in search["candidates"]:
+            print(f"    {candidate['kind']} {candidate['feature']}: {candidate['reason']}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from optimizer.config import load_config
+    from optimizer.logs import configure_logging
+    from optimizer.service.service import context, run_once, serve
+
+    config = load_config(args.config)
+    if args.dry_run:
+        config = config.model_copy(update={"service": config.service.model_copy(update={"dry_run": True})})
+    configure_logging(config.logging.level, config.logging.format)
+    ctx = context(config)
+    if args.once:
+        for record in run_once(ctx):
+            print(f"{record.table}: {record.action.upper()} - {record.reason}")
+    else:
+        serve(ctx)
+    print(f"decision log: {config.decision_log_path} (table: {config.service.decisions_path})")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from optimizer.clustering.groups import clustered_groups
+    from optimizer.config import load_config
+    from optimizer.inspect import human_bytes, table_info
+    from optimizer.service.state import StateStore
+    from optimizer.table import open_table
+
+    config = load_config(args.config)
+    store = StateStore(config.service.state_dir)
+    rows = []
+    for table in config.tables:
+        state = store.load(table.name)
+        entry: dict[str, Any] = {
+            "table": table.name,
+            "paused": table.paused,
+            "last_decision": state.last_decision,
+            "ticks": state.ticks,
+            "last_optimized_version": state.last_optimized_version,
+        }
+        try:
+            delta = open_table(table.path)
+            info = table_info(delta)
+            entry.update(
+                version=info.version,
+                files=info.files,
+                bytes=info.bytes,
+                clustered_bytes=info.clustered_bytes,
+                unclustered_bytes=info.unclustered_bytes,
+                layouts=[
+                    {**g.as_dict(), "current": g.key == state.current_layout}
+                    for g in clustered_groups(delta, delta.snapshot())
+                ],
+            )
+        except DeltaOptError as err:
+            entry["error"] = str(err)
+        rows.append(entry)
+    if args.json:
+        print_json(rows)
+        return 0
+    for entry in rows:
+        decision = entry["last_decision"] or {}
+        print(f"{entry['table']}{' [paused]' if entry['paused'] else ''}")
+        if "error" in entry:
+            print(f"  error: {entry['error']}")
+        else:
+            print(
+                f"  version {entry['version']}, {entry['files']} files, {human_bytes(entry['bytes'])}; clustered "
+                f"{human_bytes(entry['clustered_bytes'])}, unclustered {human_bytes(entry['unclustered_bytes'])}"
+            )
+            for layout in entry["layouts"]:
+                which = "current features" if layout["current"] else "older features"
+                print(
+                    f"    {which}: {layout['files']} files, {human_bytes(layout['bytes'])} clustered on "
+                    f"{layout['features']}"
+                )
+        print(
+            f"  last decision: {decision.get('ts', 'never')} {str(decision.get('action', '')).upper()} "
+            f"{decision.get('reason', '')}"
+        )
+    return 0
+
+
+def cmd_decisions(args: argparse.Namespace) -> int:
+    from optimizer.config import load_config
+    from optimizer.service.decisions import DecisionLog
+
+    config = load_config(args.config)
+    records = DecisionLog(config.decision_log_path, config.service.decisions_path).read(args.table, args.last)
+    if args.json:
+        print_json(records)
+        return 0
+    for r in records:
+        print(f"{r['ts']}  {r['table']}  v{r.get('version', '?')}  {r['action'].upper()}: {r['reason']}")
+        job = r.get("job")
+        if job:
+            print(
+                f"    job on {job.get('executor')} ({job.get('where')}): {job.get('files_in', 0)} -> "
+                f"{job.get('files_out', 0)} files, {job.get('bytes_in', 0):,} -> {job.get('bytes_out', 0):,} bytes, "
+                f"{job.get('seconds', 0)}s{', error: ' + job['error'] if job.get('error') else ''}"
+            )
+        if r.get("features"):
+            print(f"    features: z={r['features'].get('z')} sop={r['features'].get('sop')}")
+    print(f"{len(records)} decision(s)")
+    return 0

@@ -1,0 +1,180 @@
+"""The layout of rows before they are written: SOP clustering (C1), SOP id ordering (C2), Z-order (C3).
+
+`cluster_frame` is shared by the OPTIMIZE job (which writes the frame) and the estimator (which
+aggregates it into virtual files). Pass 1 over the input counts the SOP bit vectors and fingerprints
+the rows, so the job can prove the written rows equal the input (`fingerprint_columns`, `wrap64`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from optimizer.clustering.ordering import order_partitions
+from optimizer.clustering.sop import SopPartition, cluster
+from optimizer.clustering.zorder import Dimension, zorder
+from optimizer.features import FeatureSet
+from optimizer.skipping.collect import sop_vector
+from optimizer.spark_expr import expression_column
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A clustered, not yet written frame, and what was learnt on the way (shared with the estimator)."""
+
+    frame: DataFrame
+    files: int
+    distinct_vectors: int
+    partitions: tuple[SopPartition, ...]
+    dimensions: tuple[Dimension, ...]
+    fingerprints: Mapping[tuple[Any, ...], tuple[int, int, int]]  # partition group -> (rows, xx, murmur)
+
+
+def fingerprint_columns(names: Sequence[str]) -> tuple[Column, Column]:
+    """Two row hashes whose sums over a set of rows fingerprint it in any order. The sums are longs
+    that wrap around (the session runs without ANSI overflow errors, `optimizer.runtime`), so every
+    side compares them modulo 2**64 (`wrap64`); summing decimals instead cost a fifth of a pass."""
+    from pyspark.sql import functions as F
+
+    columns = [F.col(f"`{n}`") for n in sorted(names)]
+    return F.xxhash64(*columns), F.hash(*columns).cast("long")
+
+
+def wrap64(value: int) -> int:
+    """`value` as the signed 64-bit integer Spark's wrapping long sum gives."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def cluster_frame(
+    frame: DataFrame,
+    features: FeatureSet,
+    data_names: Sequence[str],
+    partition_columns: Sequence[str],
+    *,
+    rows_per_file: float,
+    files: int,
+    progress: Progress = lambda _: None,
+    order_ids: bool = True,
+    fingerprint: bool = True,
+    file_column: str | None = None,
+    boundary_rows: int = 100_000,
+) -> Layout:
+    """Steps C1-C3 on `frame` (the rows to lay out). `data_names` are the columns stored in files (the
+    fingerprint covers them); the frame keeps its columns in the same order. `order_ids=False` numbers
+    SOP partitions in clustering order instead of C2's (for measuring what C2 buys). A layout that is
+    never written (the estimator's virtual files) needs no `fingerprint` (its hashes are then zero)
+    and may ask for each row's file index in `file_column` instead of rows moved into their files.
+    `boundary_rows` rows are sampled to the driver for the Z ranges and file boundaries."""
+    predicates = [f.predicate for f in features.sop]
+    if predicates:
+        frame = frame.withColumn("__sop_vec", sop_vector(predicates))
+    fingerprints, vectors = _count_vectors(
+        frame, data_names, partition_columns, with_vectors=bool(predicates), fingerprint=fingerprint
+    )
+    rows = sum(v[0] for v in fingerprints.values())
+    progress(f"read {rows:,} rows; {len(vectors)} distinct SOP vectors")
+    ordered: list[SopPartition] = []
+    if predicates:
+        frame, ordered = _number_sop_partitions(frame, features, vectors, rows_per_file, order_ids)
+        progress(f"SOP: {len(ordered)} partitions ordered by the MST walk of their bit vectors")
+    laid_out, dimensions = _zorder_features(
+        frame,
+        features,
+        files,
+        partition_columns,
+        rows=rows,
+        sop_id=bool(predicates),
+        file_column=file_column,
+        boundary_rows=boundary_rows,
+    )
+    progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
+    return Layout(laid_out, files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints)
+
+
+def _count_vectors(
+    frame: DataFrame,
+    data_names: Sequence[str],
+    partition_columns: Sequence[str],
+    *,
+    with_vectors: bool,
+    fingerprint: bool = True,
+) -> tuple[dict[tuple[Any, ...], tuple[int, int, int]], dict[int, int]]:
+    """Pass 1, one aggregation: the input fingerprint per partition group, and how many rows carry each
+    SOP bit vector (the only input C1 needs on the driver)."""
+    from pyspark.sql import functions as F
+
+    xx, mm = fingerprint_columns(data_names) if fingerprint else (F.lit(0).cast("long"), F.lit(0).cast("long"))
+    # partition values as Spark renders them in directory names, so written files compare equal
+    keys = [F.col(f"`{c}`").cast("string").alias(c) for c in partition_columns]
+    if with_vectors:
+        keys.append(F.col("__sop_vec"))
+    counted = frame.groupBy(*keys).agg(F.count(F.lit(1)).alias("n"), F.sum(xx).alias("xx"), F.sum(mm).alias("mm"))
+    fingerprints: dict[tuple[Any, ...], list[int]] = {}
+    vectors: dict[int, int] = {}
+    for row in counted.collect():
+        total = fingerprints.setdefault(tuple(row[c] for c in partition_columns), [0, 0, 0])
+        total[0] += int(row["n"])
+        total[1] += int(row["xx"] or 0)
+        total[2] += int(row["mm"] or 0)
+        if with_vectors:
+            vectors[int(row["__sop_vec"])] = vectors.get(int(row["__sop_vec"]), 0) + int(row["n"])
+    return {k: (v[0], wrap64(v[1]), wrap64(v[2])) for k, v in fingerprints.items()}, vectors
+
+
+def _number_sop_partitions(
+    frame: DataFrame, features: FeatureSet, vectors: Mapping[int, int], rows_per_file: float, order_ids: bool
+) -> tuple[DataFrame, list[SopPartition]]:
+    """C1 + C2: cluster the bit vectors, order the partitions, and give every row its partition's id
+    (a broadcast join on the vector; chunks of one vector share the first chunk's id). The join's side
+    is built from literals in the JVM: from a Python list, Spark started Python workers for a few rows."""
+    from pyspark.sql import functions as F
+
+    weights = [features.weight(f) for f in features.sop]
+    partitions = cluster(sorted(vectors.items()), weights, max(int(rows_per_file), 1))
+    ordered = order_partitions(partitions, rows_per_file, weights) if order_ids else partitions
+    ids: dict[int, int] = {}
+    for position, partition in enumerate(ordered):
+        for member in partition.members:
+            ids.setdefault(member, position)
+    pairs = [
+        F.struct(F.lit(v).cast("long").alias("__sop_vec"), F.lit(i).cast("long").alias("__sop_id"))
+        for v, i in sorted(ids.items())
+    ]
+    mapping = frame.sparkSession.range(1).select(F.inline(F.array(*pairs)))
+    return frame.join(F.broadcast(mapping), "__sop_vec").drop("__sop_vec"), ordered
+
+
+def _zorder_features(
+    frame: DataFrame,
+    features: FeatureSet,
+    files: int,
+    partition_columns: Sequence[str],
+    *,
+    rows: int,
+    sop_id: bool,
+    file_column: str | None = None,
+    boundary_rows: int = 100_000,
+) -> tuple[DataFrame, list[Dimension]]:
+    """C3: the Z features (and the SOP id) as helper columns, Z-ordered into `files` files, helpers dropped."""
+    columns: list[str] = []
+    for i, feature in enumerate(features.z):
+        frame = frame.withColumn(f"__z{i}", expression_column(feature.expression))
+        columns.append(f"__z{i}")
+    if sop_id:
+        columns.append("__sop_id")
+    laid_out, dimensions = zorder(
+        frame,
+        columns,
+        files,
+        rows=rows,
+        leading=list(partition_columns),
+        sample_rows=boundary_rows,
+        file_column=file_column,
+    )
+    return laid_out.drop(*columns), dimensions

@@ -1,0 +1,277 @@
+"""Candidate layouts of the new data, each priced on the same sample: the workload replay they are
+measured against, the analysed layout's variants, their cost and benefit, and the feature search glue.
+
+A layout's benefit replays the workload's filters on virtual files (`virtual_files`) built from the
+sample clustered on that layout, against the files as they are now (`WorkloadReplay`, built once per
+decision); the cost comes from the calibrated model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from costmodel.benefit import BenefitEstimate, combine
+from costmodel.cost import CostEstimate, CostModel
+from costmodel.rate import QueryRate, project_rate
+from optimizer.analysis.search import Score, SearchResult, best_single, greedy_search, layout_of
+from optimizer.config import Thresholds
+from optimizer.estimate.replay import Query, estimate_benefit, workload_queries
+from optimizer.estimate.stored_bytes import StoredBaseline, layout_compression, layout_measure, measure_baseline
+from optimizer.estimate.virtual_files import bytes_per_row, virtual_files
+from optimizer.features import FeatureSet
+from optimizer.skipping.extended import ExtendedStats
+from optimizer.skipping.filestats import FileStats
+from optimizer.skipping.scan import column_sizes, table_file_stats
+from optimizer.table.access import DataFile, Snapshot
+from optimizer.table.footers import total_sizes
+from optimizer.table.key_stats import indexing_properties, key_columns, with_properties
+from querylog.records import ScanRecord
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from optimizer.table.access import TableAccess
+
+
+def search_features(
+    replay: WorkloadReplay,
+    snapshot: Snapshot,
+    sample: DataFrame,
+    pool: FeatureSet,
+    *,
+    thresholds: Thresholds,
+    cost_model: CostModel,
+    new_bytes: int,
+) -> SearchResult:
+    """The greedy search (`optimizer.analysis.search`) over the analyser's pool, each layout scored
+    by its skipping benefit on virtual files of `sample` (no scratch writes: compression is priced
+    once, on the layouts that `evaluate_layouts` compares afterwards) against the cost model. When no
+    feature pays on skipping alone, the one that came closest is returned for that full estimate."""
+
+    def score(layout: FeatureSet) -> Score:
+        benefit = layout_benefit(replay, snapshot, layout, sample, thresholds=thresholds, every_reader=False)
+        return Score(benefit.benefit, layout_cost(cost_model, new_bytes, layout).seconds)
+
+    result = greedy_search(
+        pool,
+        score,
+        max_z=thresholds.max_z_features,
+        max_sop=thresholds.max_sop_features,
+        seconds=thresholds.search_seconds,
+    )
+    single = best_single(result)
+    if single is not None:
+        stopped = f"{result.stopped}; the closest, {single.kind} {single.feature}, is estimated with compression"
+        return replace(result, features=layout_of(pool, [single]), chosen=(single,), stopped=stopped)
+    return result
+
+
+def evaluate_layouts(
+    table: TableAccess,
+    snapshot: Snapshot,
+    files: Sequence[DataFile],
+    sample: DataFrame,
+    replay: WorkloadReplay,
+    features: FeatureSet,
+    *,
+    thresholds: Thresholds,
+    cost_model: CostModel,
+) -> list[LayoutEstimate]:
+    """Cost and benefit of the analysed layout and its variants (`candidate_layouts`), each measured
+    on the same sample against the same replay (and, when enabled, the same stored-bytes baseline)."""
+    if thresholds.estimate_compression:
+        baseline = measure_baseline(table, snapshot, files, sample, replay.target_files, thresholds.output)
+        replay = replace(replay, stored=baseline)
+    candidates = candidate_layouts(features) if thresholds.compare_layouts else [("as analysed", features)]
+    new_bytes = sum(f.size for f in files)
+    return [
+        LayoutEstimate(
+            name,
+            layout,
+            layout_cost(cost_model, new_bytes, layout),
+            layout_benefit(replay, snapshot, layout, sample, thresholds=thresholds, table=table),
+        )
+        for name, layout in candidates
+    ]
+
+
+@dataclass(frozen=True)
+class LayoutEstimate:
+    name: str
+    features: FeatureSet
+    cost: CostEstimate
+    benefit: BenefitEstimate
+
+    @property
+    def net(self) -> float:
+        return self.benefit.benefit - self.cost.seconds
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "layout": self.name,
+            "z": [f.expression for f in self.features.z],
+            "sop": [f.predicate for f in self.features.sop],
+            "cost": round(self.cost.seconds, 3),
+            "benefit": self.benefit.benefit,
+            "net": round(self.net, 3),
+            "p_after": round(self.benefit.p_after, 4),
+        }
+
+
+def candidate_layouts(features: FeatureSet) -> list[tuple[str, FeatureSet]]:
+    """The analysed layout and variants the estimator compares (the thesis's own future work: let the
+    benefit estimate pick the features). A feature left out of clustering keeps its statistics."""
+    candidates = [("as analysed", features)]
+    if features.z and features.sop:
+        candidates.append(
+            ("Z-order only", FeatureSet(z=features.z, z_add=features.z_add, sop_add=(*features.sop, *features.sop_add)))
+        )
+        candidates.append(
+            (
+                "SOP only",
+                FeatureSet(
+                    sop=features.sop,
+                    sop_add=features.sop_add,
+                    z_add=(*features.z, *features.z_add),
+                    sop_weights=features.sop_weights,
+                ),
+            )
+        )
+    if len(features.z) >= 2:
+        candidates.append(
+            (
+                f"without Z feature {features.z[-1].expression}",
+                FeatureSet(
+                    z=features.z[:-1],
+                    sop=features.sop,
+                    z_add=(features.z[-1], *features.z_add),
+                    sop_add=features.sop_add,
+                    sop_weights=features.sop_weights,
+                ),
+            )
+        )
+    return candidates
+
+
+def layout_cost(model: CostModel, new_bytes: int, features: FeatureSet) -> CostEstimate:
+    return model.predict(new_bytes, len(features.z), len(features.sop), len(features.z_add) + len(features.sop_add))
+
+
+@dataclass(frozen=True)
+class WorkloadReplay:
+    """The workload and the files to rewrite as they are now: what every candidate layout of those
+    files is measured against. Built once per decision (extended-stats index, footers, parsed filters,
+    query projection); only the virtual files differ between layouts."""
+
+    current: tuple[FileStats, ...]  # statistics of the files to rewrite, as deltaopt's pruning sees them
+    current_standard: tuple[FileStats, ...]  # the same files as a standard reader sees them
+    current_bytes: Mapping[str, Mapping[str, int]]  # their column sizes, from the footers
+    bytes_per_row: Mapping[str, float]  # per column, for the virtual files
+    target_files: int  # as many virtual files as the job would write
+    queries: tuple[Query, ...]
+    rate: QueryRate  # measured over the period the log covered
+    expected_queries: float  # over the benefit horizon
+    logged_queries: int
+    stored: StoredBaseline | None = None  # what layouts' compression is measured against
+
+
+def workload_replay(
+    table: TableAccess,
+    snapshot: Snapshot,
+    files: Sequence[DataFile],
+    records: Sequence[ScanRecord],
+    thresholds: Thresholds,
+    now: datetime,
+    *,
+    index: Mapping[str, ExtendedStats] | None = None,
+    recorded_before_window: bool = False,
+) -> WorkloadReplay:
+    sizes = {f.path: column_sizes(table, f) or {} for f in files}
+    rate = project_rate(
+        [r.ts for r in records],
+        now,
+        half_life=thresholds.recency_half_life,
+        window=thresholds.workload_window,
+        recorded_before_window=recorded_before_window,
+        gap=thresholds.log_gap,
+    )
+    return WorkloadReplay(
+        current=tuple(table_file_stats(table, snapshot, files, index)),
+        current_standard=tuple(table_file_stats(table, snapshot, files, {})),
+        current_bytes=sizes,
+        bytes_per_row=bytes_per_row([sizes[f.path] for f in files], [f.num_records or 0 for f in files]),
+        target_files=max(1, round(sum(f.size for f in files) / thresholds.target_file_size)),
+        queries=tuple(workload_queries(records, now, thresholds.recency_half_life)),
+        rate=rate,
+        expected_queries=rate.expected(thresholds.benefit_horizon),
+        logged_queries=len(records),
+    )
+
+
+def layout_benefit(
+    replay: WorkloadReplay,
+    snapshot: Snapshot,
+    features: FeatureSet,
+    sample: DataFrame,
+    *,
+    thresholds: Thresholds,
+    table: TableAccess | None = None,
+    every_reader: bool = True,
+) -> BenefitEstimate:
+    """The benefit of laying out the replay's files on `features`, estimated on `sample` (their rows).
+    With the replay's stored-bytes baseline (and `table` for scratch space), compression counts.
+    Both kinds of reader are estimated for the record; with ``every_reader=False`` only those the
+    table's `readers` give a share (all the search needs)."""
+    stored = replay.stored if table is not None else None
+    measure = layout_measure(table, stored) if table is not None and stored is not None else None
+    if thresholds.stats_for_clustering_keys:  # the job adds the keys' statistics first: price what readers get
+        snapshot = with_properties(snapshot, indexing_properties(snapshot, key_columns(features)))
+    virtual = virtual_files(sample, snapshot, features, replay.target_files, measure)
+    compression = None
+    if stored is not None and virtual.written is not None:
+        compression = layout_compression(stored, total_sizes(virtual.written.values()))
+    per_row = replay.bytes_per_row
+    virtual_bytes = {path: {c: rows * b for c, b in per_row.items()} for path, rows in virtual.rows.items()}
+    views = {"deltaopt": (replay.current, virtual.files), "standard": (replay.current_standard, virtual.standard)}
+    by_reader = {
+        reader: estimate_benefit(
+            replay.queries,
+            current,
+            replay.current_bytes,
+            files,
+            virtual_bytes,
+            expected=replay.expected_queries,
+            cost_per_mb=thresholds.cost_per_mb_read,
+            sample_rows=sum(virtual.rows.values()),
+            queries_in_window=replay.logged_queries,
+            rate=replay.rate,
+            compression=compression,
+            virtual_written=virtual.written if compression is not None else None,
+        )
+        for reader, (current, files) in views.items()
+        if every_reader or thresholds.readers.get(reader, 0.0) > 0
+    }
+    return combine(by_reader, thresholds.readers)
+
+
+def benefit_of(
+    table: TableAccess,
+    snapshot: Snapshot,
+    files: Sequence[DataFile],
+    features: FeatureSet,
+    sample: DataFrame,
+    records: Sequence[ScanRecord],
+    *,
+    thresholds: Thresholds,
+    now: datetime,
+) -> BenefitEstimate:
+    """One layout's benefit from scratch (what a single estimate costs, as the estimator benchmark
+    times it); comparing layouts builds the `WorkloadReplay` once instead."""
+    replay = workload_replay(table, snapshot, files, records, thresholds, now)
+    if thresholds.estimate_compression:
+        baseline = measure_baseline(table, snapshot, files, sample, replay.target_files, thresholds.output)
+        replay = replace(replay, stored=baseline)
+    return layout_benefit(replay, snapshot, features, sample, thresholds=thresholds, table=table)
