@@ -138,14 +138,14 @@ def layout_health_figure(layouts, columns: list[str]) -> str:  # type: ignore[no
     from optimizer.skipping.health import layout_health
 
     health = {name: layout_health(t.snapshot().files, columns) for name, t, _ in layouts}
-    fig, ax = plt.subplots(figsize=(11, 4.5))
+    fig, ax = plt.subplots(figsize=(14, 4.5))
     width = 0.8 / len(health)
     for i, (name, figures) in enumerate(health.items()):
         ax.bar([c + i * width for c in range(len(columns))], [h.average_depth for h in figures], width, label=name)
     ax.set_xticks([c + 0.4 - width / 2 for c in range(len(columns))], columns)
     ax.set_ylabel("average depth (files a value falls in)")
     ax.set_yscale("log")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     REPORTS.mkdir(parents=True, exist_ok=True)
     fig.savefig(REPORTS / "layouts-health.png", dpi=110)
