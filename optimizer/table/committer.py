@@ -111,6 +111,17 @@ def _configured(spark: SparkSession) -> str:
         return "auto"
 
 
+def check_rewrite(table: TableAccess, remove: Sequence[DataFile], add: Sequence[StagedFile]) -> None:
+    """What every rewrite must be before either engine commits it: it removes at least one file, none
+    twice, and every file it adds is there as staged (`check_staged`)."""
+    if not remove:
+        raise RewriteValidationError("a rewrite must remove at least one file")
+    paths = [f.path for f in remove]
+    if len(set(paths)) != len(paths):
+        raise RewriteValidationError("a rewrite lists the same file to remove twice")
+    check_staged(table, add)
+
+
 def check_staged(table: TableAccess, staged: Sequence[StagedFile]) -> None:
     """Every file to add exists with its staged size: neither delta-rs nor Delta checks, and a commit
     naming a missing file would lose rows."""

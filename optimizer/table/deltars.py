@@ -26,7 +26,7 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction, cre
 from optimizer import errors
 from optimizer.table.access import CUSTOM_METADATA_KEY, Commit, DataFile, Snapshot, StagedFile, StatsCallback
 from optimizer.table.commit_safety import check_commit_safety
-from optimizer.table.committer import check_staged
+from optimizer.table.committer import check_rewrite, check_staged
 from optimizer.table.deltars_log import commit_entry, data_files
 from optimizer.table.footer_stats import FOOTER_ROWS, footer_indices, footer_stats
 from optimizer.table.staging import absolute_local, check_schema, partition_values, row_for
@@ -292,13 +292,8 @@ class DeltaRsTable:
         when a concurrent commit removed one of `remove` (what was staged is then deleted).
         `before_commit(version)` runs right before each commit attempt (tests use it to race).
         """
-        if not remove:
-            raise errors.RewriteValidationError("a rewrite must remove at least one file")
+        check_rewrite(self, remove, add)
         self.commit_safety()
-        paths = [f.path for f in remove]
-        if len(set(paths)) != len(paths):
-            raise errors.RewriteValidationError("a rewrite lists the same file to remove twice")
-        check_staged(self, add)
         version = read_version
         for _attempt in range(REWRITE_ATTEMPTS):
             table = self._open(version)

@@ -30,7 +30,7 @@ from sqlglot import exp
 
 from optimizer import errors
 from optimizer.table.access import CUSTOM_METADATA_KEY, DataFile, StagedFile
-from optimizer.table.committer import CommitEngine, RewriteRequest, check_staged
+from optimizer.table.committer import CommitEngine, RewriteRequest, check_rewrite
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -83,12 +83,7 @@ class DeltaSparkCommitter:
 
     def rewrite(self, request: RewriteRequest, *, before_commit: Callable[[int], None] | None = None) -> int:
         """Commit `request` as one Delta OPTIMIZE; returns the version Delta committed."""
-        if not request.remove:
-            raise errors.RewriteValidationError("a rewrite must remove at least one file")
-        paths = [f.path for f in request.remove]
-        if len(set(paths)) != len(paths):
-            raise errors.RewriteValidationError("a rewrite lists the same file to remove twice")
-        check_staged(self.table, request.add)
+        check_rewrite(self.table, request.remove, request.add)
         try:
             version = self._commit(request, before_commit)
         except errors.DeltaOptError:
