@@ -51,7 +51,7 @@ class Committer(Protocol):
 
     def rewrite(self, request: RewriteRequest, *, before_commit: Callable[[int], None] | None = None) -> int: ...
 
-    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> int: ...
+    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> None: ...
 
 
 class DeltaRsCommitter:
@@ -70,8 +70,8 @@ class DeltaRsCommitter:
             request.read_version, request.remove, request.add, request.metadata, before_commit=before_commit
         )
 
-    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> int:
-        return self.table.set_properties(properties, metadata)
+    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> None:
+        self.table.set_properties(properties, metadata)
 
 
 def commit_engine(spark: SparkSession | None) -> CommitEngine:

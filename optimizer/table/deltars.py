@@ -357,14 +357,12 @@ class DeltaRsTable:
             raise errors.TableAccessError(f"rewrite of {self.uri} failed: {err}") from err
         return None
 
-    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> int:
-        """Set table properties in one commit (Delta's SET TBLPROPERTIES); returns its version."""
+    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> None:
+        """Set table properties in one commit (Delta's SET TBLPROPERTIES)."""
         try:
-            table = self._open()
-            table.alter.set_table_properties(
+            self._open().alter.set_table_properties(
                 dict(properties), commit_properties=CommitProperties(custom_metadata=_custom(metadata))
             )
-            return int(table.version())
         except (DeltaError, OSError, ValueError) as err:
             raise errors.TableAccessError(f"cannot set table properties of {self.uri}: {err}") from err
 

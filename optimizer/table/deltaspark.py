@@ -99,10 +99,10 @@ class DeltaSparkCommitter:
             raise errors.TableAccessError(f"rewrite of {self.table.uri} through Delta failed: {message}") from err
         return version
 
-    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> int:
+    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> None:
         """Set table properties through Delta (``ALTER TABLE ... SET TBLPROPERTIES``, rendered by sqlglot
-        from the path and values, never spliced); returns the version Delta committed. `metadata` is
-        not recorded: Delta's ALTER TABLE takes no user tags (its history names the properties)."""
+        from the path and values, never spliced). `metadata` is not recorded: Delta's ALTER TABLE takes
+        no user tags (its history names the properties)."""
         table = exp.Table(this=exp.to_identifier(self.table.spark_uri("").rstrip("/"), quoted=True), db="delta")
         pairs = ", ".join(
             f"{exp.Literal.string(k).sql('spark')} = {exp.Literal.string(v).sql('spark')}"
@@ -110,12 +110,10 @@ class DeltaSparkCommitter:
         )
         try:
             self.spark.sql(f"ALTER TABLE {table.sql('spark')} SET TBLPROPERTIES ({pairs})")
-            history = self.spark.sql(f"DESCRIBE HISTORY {table.sql('spark')} LIMIT 1").collect()
         except Exception as err:
             raise errors.TableAccessError(
                 f"cannot set table properties of {self.table.uri} through Delta: {_java_message(err)}"
             ) from err
-        return int(history[0]["version"])
 
     def _commit(self, request: RewriteRequest, before_commit: Callable[[int], None] | None) -> int:
         jvm = _gateway(self.spark)

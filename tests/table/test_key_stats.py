@@ -114,6 +114,6 @@ def test_the_delta_rs_committer_sets_properties_in_one_commit(tmp_path):
     path = str(tmp_path / "t")
     write_deltalake(path, pa.table({f"c{i}": list(range(10)) for i in range(WIDE)}))
     table = open_table(path)
-    version = DeltaRsCommitter(table).set_properties({INDEXED_COLUMNS: "37"}, {"run_id": "r1"})
-    assert version == 1 and table.snapshot().configuration[INDEXED_COLUMNS] == "37"
+    DeltaRsCommitter(table).set_properties({INDEXED_COLUMNS: "37"}, {"run_id": "r1"})
+    assert table.snapshot().version == 1 and table.snapshot().configuration[INDEXED_COLUMNS] == "37"
     assert table.snapshot().num_records == 10
