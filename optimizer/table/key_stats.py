@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from optimizer.features import FeatureSet
-from optimizer.table.stats import DEFAULT_INDEXED_COLUMNS, data_columns, stats_columns
+from optimizer.table.stats import DEFAULT_INDEXED_COLUMNS, StatsColumn, data_columns, stats_columns
 from querylog.predicates.classify import column_names
 from querylog.predicates.normalize import parse_canonical
 
@@ -49,7 +49,7 @@ def unindexed(snapshot: Snapshot, columns: Iterable[str]) -> list[str]:
     """Those of `columns` (top-level or dotted leaf names) whose files carry no min/max in `snapshot`'s
     configuration; names the table does not have are left out."""
     stored = data_columns(snapshot.spark_schema(), snapshot.partition_columns)
-    leaves = {c.name.lower(): c for c in stats_columns(stored, {INDEXED_COLUMNS: "-1"})}
+    leaves = {c.name.lower(): c for c in _leaves(snapshot)}
     indexed = {c.name.lower() for c in stats_columns(stored, snapshot.configuration) if c.minmax}
     return [name for name in dict.fromkeys(columns) if name in leaves and leaves[name].minmax and name not in indexed]
 
@@ -67,11 +67,15 @@ def indexing_properties(snapshot: Snapshot, columns: Iterable[str]) -> dict[str,
         if not all(_PLAIN_NAME.fullmatch(part) for name in missing for part in name.split(".")):
             return {}
         return {STATS_COLUMNS: ",".join([*(p.strip() for p in explicit.split(",") if p.strip()), *missing])}
-    stored = data_columns(snapshot.spark_schema(), snapshot.partition_columns)
-    order = [c.name.lower() for c in stats_columns(stored, {INDEXED_COLUMNS: "-1"})]
+    order = [c.name.lower() for c in _leaves(snapshot)]
     current = int(configuration.get(INDEXED_COLUMNS) or DEFAULT_INDEXED_COLUMNS)
     needed = max(order.index(name) for name in missing) + 1
     return {INDEXED_COLUMNS: str(max(needed, current))}
+
+
+def _leaves(snapshot: Snapshot) -> list[StatsColumn]:
+    """Every leaf column that could carry statistics, in the order Delta counts them."""
+    return stats_columns(data_columns(snapshot.spark_schema(), snapshot.partition_columns), {INDEXED_COLUMNS: "-1"})
 
 
 def with_properties(snapshot: Snapshot, properties: Mapping[str, str]) -> Snapshot:
