@@ -103,15 +103,19 @@ def frequent_filter_columns(log_uri: str, limit: int = FREQUENT_COLUMNS) -> list
     log = QueryLogTable(log_uri)
     if not log.exists():
         return []
+    columns: dict[str, tuple[str, ...]] = {}  # per filter text: logs repeat a few texts many times
+
+    def read(text: str) -> tuple[str, ...]:
+        if text not in columns:
+            try:
+                columns[text] = column_names(parse_canonical(text))
+            except PredicateError:  # a malformed row: the analysis counts those; here it only goes unseen
+                columns[text] = ()
+        return columns[text]
+
     counts: Counter[str] = Counter()
     for record in log.read():
-        used: set[str] = set()
-        for text in record.filters:
-            try:
-                used.update(column_names(parse_canonical(text)))
-            except PredicateError:  # a malformed row: the analysis counts those; here it only goes unseen
-                continue
-        counts.update(used)
+        counts.update({name for text in record.filters for name in read(text)})
     return [name for name, _ in counts.most_common(limit)]
 
 
