@@ -228,8 +228,10 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
             started = time.perf_counter()
             decision = run_once(ctx, now=now)[0].as_dict()
             tick = Tick(step, decision, time.perf_counter() - started)
-            if decision.get("action") == "optimize" and decision.get("benefit"):
-                tick.estimated_after = decision["benefit"]["bytes_per_query_after"]
+            merge = decision.get("merge") or {}
+            chosen = merge["estimate"] if merge.get("taken") else decision  # the estimate the job ran on
+            if decision.get("action") == "optimize" and chosen.get("benefit"):
+                tick.estimated_after = chosen["benefit"]["bytes_per_query_after"]
                 tick.measured_after = measured_after(copies["service"], service_before, log, config, now)
                 job = decision.get("job") or {}
                 tick.service_seconds = job.get("seconds")
@@ -239,7 +241,7 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
                     "rewrote_clustered": job.get("bytes_in", 0) > unclustered,
                 }
                 if tick.measured_after is not None:
-                    saved = (decision["benefit"]["bytes_per_query_before"] - tick.measured_after) / MB
+                    saved = (chosen["benefit"]["bytes_per_query_before"] - tick.measured_after) / MB
                     queries = scenario.rate * thresholds.benefit_horizon / 3600
                     tick.service_benefit = saved * queries * thresholds.cost_per_mb_read
 
@@ -351,14 +353,16 @@ def render(results: Sequence[dict], scale: float, appends: int) -> str:
         )
         rows = []
         for t in ticks:
-            d = t.decision
+            merge = t.decision.get("merge") or {}
+            d = merge["estimate"] if merge.get("taken") else t.decision  # the estimate the job ran on
+            action = str(t.decision.get("action")) + (f" + {len(merge['runs'])} run(s)" if merge.get("taken") else "")
             b = d.get("benefit") or {}
             rate = b.get("rate") or {}
             compression = b.get("compression") or {}
             rows.append(
                 (
                     t.step,
-                    d.get("action"),
+                    action,
                     f"{(d.get('cost') or {}).get('seconds', 0):.1f}" if d.get("cost") else "-",
                     f"{b.get('benefit', 0):.1f}" if b else "-",
                     f"{b.get('benefit_skipping', 0):.1f} / {b.get('benefit_compression', 0):.1f}" if b else "-",

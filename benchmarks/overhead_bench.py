@@ -76,7 +76,7 @@ def measure(spark: Any, uri: str, log: str, thresholds: Thresholds) -> dict[str,
     started = time.perf_counter()
     decision = estimate(TableContext(spark, lineitem, "lineitem", QueryLogTable(log), thresholds, now, DEFAULT_MODEL))
     decide = time.perf_counter() - started
-    features = FeatureSet.from_dict(decision.features) if decision.features else FeatureSet()
+    features = decision.features or FeatureSet()
     result = optimize(spark, lineitem, features, thresholds.target_file_size)
     return {
         "new_bytes": decision.new_bytes,
@@ -84,7 +84,7 @@ def measure(spark: Any, uri: str, log: str, thresholds: Thresholds) -> dict[str,
         "decision_steps": decision.seconds,
         "search_estimates": (decision.search or {}).get("estimates"),
         "action": decision.action,
-        "features": decision.features,
+        "features": features.as_dict(),
         "estimated_job_seconds": round(decision.cost.seconds, 1) if decision.cost else None,
         "job_seconds": round(result.seconds.get("total", 0.0), 2),
         "job_steps": dict(result.seconds),

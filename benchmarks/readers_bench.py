@@ -88,7 +88,7 @@ def run(spark: Any, part: Path, work: Path, args: argparse.Namespace) -> dict[st
         decision = estimate(TableContext(spark, copies[reader], "lineitem", log, thresholds, now, DEFAULT_MODEL))
         decisions[reader] = decision.as_dict()
         print(f"  readers: {reader}: {decision.action} - {decision.reason}", flush=True)
-        features = FeatureSet.from_dict(decision.features)
+        features = decision.features or FeatureSet()
         if not features.is_empty:
             optimize(spark, copies[reader], features, thresholds.target_file_size)
     held = held_out(True)

@@ -323,8 +323,8 @@ def _maintain(
         result.times["deltaopt service"][b].optimize += job
         result.times["deltaopt service"][b].decide += max(record.tick_seconds - job, 0.0)
         brief = {"batch": b, "table": record.table, "action": str(record.action), "reason": record.reason[:240]}
-        if record.decision is not None and record.decision.features:
-            brief["features"] = record.decision.features
+        if record.decision is not None and record.decision.features is not None:
+            brief["features"] = record.decision.features.as_dict()
         result.actions.append(brief)
         progress(f"  service {record.table}: {record.action} - {record.reason[:160]}")
 

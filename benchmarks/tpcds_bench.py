@@ -42,7 +42,6 @@ from optimizer.catalog import build_catalog
 from optimizer.clustering import optimize
 from optimizer.config import SparkSettings, Thresholds
 from optimizer.estimate.decision import estimate
-from optimizer.features import FeatureSet
 from optimizer.joins import JoinDeriver
 from optimizer.runtime import build_session
 from optimizer.skipping.scan import plan_scan, table_file_stats
@@ -177,7 +176,7 @@ def run(
     decision = estimate(TableContext(spark, open_table(str(base)), "store_sales", log, thresholds, now, DEFAULT_MODEL))
     analysed = analyse_table(TableContext(spark, open_table(str(base)), "store_sales", log, thresholds, now))
     chosen = {
-        "deltaopt: the service's choice": FeatureSet.from_dict(decision.features) if decision.features else None,
+        "deltaopt: the service's choice": decision.features,
         "deltaopt: the analyser's features": analysed.features,
     }
     ours_seconds: dict[str, float] = {}
@@ -199,7 +198,7 @@ def run(
         "generate_seconds": round(generated, 1),
         "imports": runs,
         "derivations_evaluated": deriver.evaluated,
-        "decision": {"action": decision.action, "reason": decision.reason, "features": decision.features},
+        "decision": {"action": decision.action, "reason": decision.reason, "features": decision.as_dict()["features"]},
         "features": analysed.features.as_dict(),
         "from_joins": analysed.from_joins,
         "rewrite_seconds": {"delta-rs": round(peer_seconds, 1), **ours_seconds},

@@ -160,7 +160,9 @@ class Thresholds(_Model):
         120, gt=0, description="no new round of the benefit search starts after this long; the features so far stand"
     )
     recluster_bytes_per_tick: ByteSize = Field(
-        1 << 30, description="most bytes of files clustered under an older feature set one tick may re-cluster (0: off)"
+        1 << 30,
+        description="most bytes of clustered files one tick may re-cluster: files under an older feature set "
+        "(drift) or earlier runs merged with new data (0: off)",
     )
     recluster_bytes_per_day: ByteSize = Field(8 << 30, description="most bytes re-clustered per 24 h")
     recluster_check_interval: Duration = Field(

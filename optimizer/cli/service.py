@@ -55,7 +55,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                 f"  {name} readers ({seen['share']:.0%} of reads): {seen['bytes_per_query_before'] / 1e6:.2f} -> "
                 f"{seen['bytes_per_query_after'] / 1e6:.2f} MB per query, benefit {seen['benefit']:.1f}"
             )
-        print(f"  features: {decision.features}")
+        print(f"  features: {decision.features.as_dict() if decision.features is not None else {}}")
     if decision.search:
         search = decision.search
         print(

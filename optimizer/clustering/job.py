@@ -35,7 +35,7 @@ from optimizer.table.output import OutputSettings, resolve_output
 from optimizer.table.stats import data_columns, stats_columns
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from optimizer.table.access import TableAccess
 
@@ -198,6 +198,33 @@ def _active(snapshot: Snapshot, chosen: list[DataFile]) -> list[DataFile]:
     return chosen
 
 
+def _cluster(
+    frame: DataFrame,
+    chosen: Sequence[DataFile],
+    features: FeatureSet,
+    columns: Sequence[str],
+    partition_columns: Sequence[str],
+    plan: _Plan,
+) -> Layout:
+    """The clustered frame of `chosen`'s rows, range-partitioned into about target-size files."""
+    bytes_in = sum(f.size for f in chosen)
+    file_count = max(1, round(bytes_in / plan.target_file_size))
+    known = None if any(f.num_records is None for f in chosen) else sum(f.num_records or 0 for f in chosen)
+    rows_per_file = max((known or 0) / file_count, 1.0)
+    plan.progress(f"run {plan.run_id}: {len(chosen)} files, {bytes_in:,} bytes -> about {file_count} file(s)")
+    return cluster_frame(
+        frame,
+        features,
+        columns,
+        partition_columns,
+        rows_per_file=rows_per_file,
+        files=file_count,
+        progress=plan.progress,
+        order_ids=plan.order_ids,
+        known_rows=known,
+    )
+
+
 def _write_verified(
     spark: SparkSession,
     table: TableAccess,
@@ -210,24 +237,11 @@ def _write_verified(
     extended-stats index; on any failure the written files are removed and nothing is committed."""
     clock = time.perf_counter()
     run_id, progress = plan.run_id, plan.progress
-    bytes_in = sum(f.size for f in chosen)
-    file_count = max(1, round(bytes_in / plan.target_file_size))
-    rows_per_file = max(sum(f.num_records or 0 for f in chosen) / file_count, 1.0)
-    progress(f"run {run_id}: {len(chosen)} files, {bytes_in:,} bytes -> about {file_count} file(s)")
     stored = data_columns(snapshot.spark_schema(), snapshot.partition_columns)
     frame = table.read_files(spark, chosen, snapshot)
     delta_columns = {c.name.lower() for c in stats_columns(stored, snapshot.configuration) if c.minmax}
     spec = stats_spec(frame, features, delta_columns)
-    layout = cluster_frame(
-        frame,
-        features,
-        stored.names,
-        snapshot.partition_columns,
-        rows_per_file=rows_per_file,
-        files=file_count,
-        progress=progress,
-        order_ids=plan.order_ids,
-    )
+    layout = _cluster(frame, chosen, features, stored.names, snapshot.partition_columns, plan)
     cluster_seconds = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -254,7 +268,7 @@ def _write_verified(
     write_seconds = time.perf_counter() - clock
     progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
     try:
-        _verify(staged, rows_by_path, layout.fingerprints, snapshot.partition_columns)
+        _verify(staged, rows_by_path, layout.input_fingerprints(), snapshot.partition_columns)
         write_index(table, run_id, {f.path: (f.size, extended_by_path[f.path]) for f in staged}, features.as_dict())
     except Exception:
         table.discard(staged)

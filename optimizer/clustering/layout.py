@@ -3,6 +3,10 @@
 `cluster_frame` is shared by the OPTIMIZE job (which writes the frame) and the estimator (which
 aggregates it into virtual files). Pass 1 over the input counts the SOP bit vectors and fingerprints
 the rows, so the job can prove the written rows equal the input (`fingerprint_columns`, `wrap64`).
+A layout with no SOP features of an unpartitioned table whose row count the log knows needs no
+vectors: its input fingerprint is then observed (Spark's `observe`) on the rows as the write reads them,
+after the Z sample and before the shuffle, and pass 1 is skipped, a whole read of the input less on
+the small rewrites a young table gets every tick.
 """
 
 from __future__ import annotations
@@ -19,9 +23,12 @@ from optimizer.skipping.collect import sop_vector
 from optimizer.spark_expr import expression_column
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, Observation
 
 Progress = Callable[[str], None]
+
+
+Fingerprints = Mapping[tuple[Any, ...], tuple[int, int, int]]  # partition group -> (rows, xx, murmur)
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,17 @@ class Layout:
     distinct_vectors: int
     partitions: tuple[SopPartition, ...]
     dimensions: tuple[Dimension, ...]
-    fingerprints: Mapping[tuple[Any, ...], tuple[int, int, int]]  # partition group -> (rows, xx, murmur)
+    fingerprints: Fingerprints  # from pass 1; empty when `observed` carries them
+    observed: Observation | None = None  # the input fingerprint, observed while `frame` is written
+
+    def input_fingerprints(self) -> Fingerprints:
+        """The input's fingerprint per partition group; an observed one exists only once `frame` was
+        written (its one action), so call this after the write."""
+        if self.observed is None:
+            return self.fingerprints
+        metrics = self.observed.get
+        rows, xx, mm = int(metrics["n"] or 0), int(metrics["xx"] or 0), int(metrics["mm"] or 0)
+        return {(): (rows, wrap64(xx), wrap64(mm))} if rows else {}
 
 
 def fingerprint_columns(names: Sequence[str]) -> tuple[Column, Column]:
@@ -64,14 +81,18 @@ def cluster_frame(
     fingerprint: bool = True,
     file_column: str | None = None,
     boundary_rows: int = 100_000,
+    known_rows: int | None = None,
 ) -> Layout:
     """Steps C1-C3 on `frame` (the rows to lay out). `data_names` are the columns stored in files (the
     fingerprint covers them); the frame keeps its columns in the same order. `order_ids=False` numbers
     SOP partitions in clustering order instead of C2's (for measuring what C2 buys). A layout that is
     never written (the estimator's virtual files) needs no `fingerprint` (its hashes are then zero)
     and may ask for each row's file index in `file_column` instead of rows moved into their files.
-    `boundary_rows` rows are sampled to the driver for the Z ranges and file boundaries."""
+    `boundary_rows` rows are sampled to the driver for the Z ranges and file boundaries. `known_rows`
+    (the log's count) lets a layout without SOP features of an unpartitioned table skip pass 1."""
     predicates = [f.predicate for f in features.sop]
+    if fingerprint and known_rows and not predicates and not partition_columns:
+        return _observed_layout(frame, features, data_names, known_rows, files, progress, boundary_rows)
     if predicates:
         frame = frame.withColumn("__sop_vec", sop_vector(predicates))
     fingerprints, vectors = _count_vectors(
@@ -95,6 +116,39 @@ def cluster_frame(
     )
     progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
     return Layout(laid_out, files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints)
+
+
+def _observed_layout(
+    frame: DataFrame,
+    features: FeatureSet,
+    data_names: Sequence[str],
+    rows: int,
+    files: int,
+    progress: Progress,
+    boundary_rows: int,
+) -> Layout:
+    """C3 alone, the input's fingerprint observed on the rows entering the shuffle (not on the Z
+    sample's job, which reads them too). A task or stage that Spark re-runs may count its rows twice:
+    the verification then fails and nothing is committed, never the other way round."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observation = Observation("deltaopt_input")
+    xx, mm = fingerprint_columns(data_names)
+    metrics = (F.count(F.lit(1)).alias("n"), F.sum(xx).alias("xx"), F.sum(mm).alias("mm"))
+    progress(f"{rows:,} rows (from the log); input fingerprint observed during the write")
+    laid_out, dimensions = _zorder_features(
+        frame,
+        features,
+        files,
+        (),
+        rows=rows,
+        sop_id=False,
+        boundary_rows=boundary_rows,
+        observe=lambda f: f.observe(observation, *metrics),
+    )
+    progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
+    return Layout(laid_out, files, 0, (), tuple(dimensions), {}, observation)
 
 
 def _count_vectors(
@@ -160,6 +214,7 @@ def _zorder_features(
     sop_id: bool,
     file_column: str | None = None,
     boundary_rows: int = 100_000,
+    observe: Callable[[DataFrame], DataFrame] | None = None,
 ) -> tuple[DataFrame, list[Dimension]]:
     """C3: the Z features (and the SOP id) as helper columns, Z-ordered into `files` files, helpers dropped."""
     columns: list[str] = []
@@ -176,5 +231,6 @@ def _zorder_features(
         leading=list(partition_columns),
         sample_rows=boundary_rows,
         file_column=file_column,
+        observe=observe,
     )
     return laid_out.drop(*columns), dimensions

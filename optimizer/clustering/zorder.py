@@ -14,7 +14,7 @@ its value.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +107,7 @@ def zorder(
     sample_rows: int = 100_000,
     seed: int = 5,
     file_column: str | None = None,
+    observe: Callable[[DataFrame], DataFrame] | None = None,
 ) -> tuple[DataFrame, list[Dimension]]:
     """`frame`'s `rows` rows cut into about `files` files by (`leading` columns, Z-value of `columns`)
     and sorted within each (one column: by its value), with the dimensions used. Table partition
@@ -121,6 +122,7 @@ def zorder(
 
     With `file_column`, rows are not moved: each gets its file's index in that column instead (what
     the estimator's virtual files aggregate by, without a shuffle into as many partitions as files).
+    `observe` wraps the frame the shuffle reads (after the sample's job, which reads it too).
     """
     from pyspark.sql import functions as F
 
@@ -129,7 +131,7 @@ def zorder(
         if file_column is not None:
             every = [F.col(f"`{c}`") for c in frame.columns]
             return frame.withColumn(file_column, F.pmod(F.xxhash64(*every), F.lit(files))), []
-        return frame.repartition(files), []
+        return (observe(frame) if observe else frame).repartition(files), []
     helpers = ["__tie"] if len(columns) == 1 else []
     if helpers:
         # a deterministic tie-breaker lets a value shared by many rows (a SOP id, a low-cardinality
@@ -155,6 +157,8 @@ def zorder(
         return frame.withColumn(file_column, index).drop(*helpers), dimensions
     keys = F.array(*[F.lit(k).cast("long") for k in hash_partition_keys(frame, len(cuts) + 1)])  # probed as longs
     partition = F.element_at(keys, index + 1)
+    if observe is not None:
+        frame = observe(frame)
     laid_out = frame.repartition(len(cuts) + 1, partition).sortWithinPartitions(*key_columns)
     return laid_out.drop(*helpers), dimensions
 

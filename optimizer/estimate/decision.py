@@ -21,7 +21,7 @@ from optimizer.analysis.analyser import Analysis, analyse
 from optimizer.analysis.context import TableContext, cached_sample
 from optimizer.analysis.sample import evaluate
 from optimizer.config import Thresholds
-from optimizer.estimate.layouts import evaluate_layouts, search_features, workload_replay
+from optimizer.estimate.layouts import WorkloadReplay, evaluate_layouts, search_features, workload_replay
 from optimizer.estimate.record import Decision, Verdict, analysis_summary, basis, decide, window_note
 from optimizer.skipping.extended import ExtendedStats, load_index
 from optimizer.table.access import DataFile, Snapshot
@@ -93,6 +93,19 @@ class _Inputs:
     cost_model: CostModel
     now: datetime
 
+    def replay(self) -> WorkloadReplay:
+        """The window's queries replayed on the new files' current statistics: the "before" of every layout."""
+        return workload_replay(
+            self.table,
+            self.snapshot,
+            self.new,
+            self.records,
+            self.thresholds,
+            self.now,
+            index=self.index,
+            recorded_before_window=self.older.count > 0,
+        )
+
 
 def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) -> Decision:
     """Analyse, search (in benefit mode) and compare layouts on the cached sample; the best net wins."""
@@ -105,16 +118,7 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
         return Decision(
             **base, action=Verdict.SKIP, reason=reason, analysis=analysis_summary(analysis), seconds=_rounded(seconds)
         )
-    replay = workload_replay(
-        i.table,
-        i.snapshot,
-        i.new,
-        i.records,
-        thresholds,
-        i.now,
-        index=i.index,
-        recorded_before_window=i.older.count > 0,
-    )
+    replay = i.replay()
     search = None
     if thresholds.selection == "benefit":
         new_bytes = base["new_bytes"]
@@ -151,7 +155,7 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
         net=round(best.net, 4),
         cost=best.cost,
         benefit=best.benefit,
-        features=best.features.as_dict(),
+        features=best.features,
         analysis=analysis_summary(analysis),
         layouts=[e.summary() for e in evaluated],
         seconds=_rounded(seconds),

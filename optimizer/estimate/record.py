@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from costmodel.benefit import MB, BenefitEstimate
 from costmodel.cost import CostEstimate
+from optimizer.features import FeatureSet
 from querylog.records import ScanRecord
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class Decision:
     net: float | None = None  # benefit - cost, cost units
     cost: CostEstimate | None = None
     benefit: BenefitEstimate | None = None
-    features: dict[str, object] = field(default_factory=dict)
+    features: FeatureSet | None = None  # the layout chosen (None: no features)
     analysis: dict[str, object] = field(default_factory=dict)
     layouts: list[dict[str, object]] = field(default_factory=list)  # every layout compared, with its numbers
     seconds: dict[str, float] = field(default_factory=dict)
@@ -57,6 +58,7 @@ class Decision:
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["benefit"] = self.benefit.as_dict() if self.benefit else None
+        data["features"] = self.features.as_dict() if self.features is not None else {}
         return data
 
 

@@ -182,7 +182,7 @@ def _best_group(
             entry["verdict"] = f"its oldest file is larger than this tick's budget ({human_bytes(budget)})"
             continue
         decision = estimate_files(files)
-        chosen = layout_key(decision.features) if decision.features else None
+        chosen = layout_key(decision.features) if decision.features is not None else None
         entry.update(
             estimated_files=len(files),
             estimated_bytes=sum(f.size for f in files),

@@ -3,7 +3,7 @@ serialisation (the decision log's JSON line and the decisions table's ``record``
 
 The JSON layout is the one operators and `deltaopt decisions` already read: the estimate's fields at
 the top level (``version``, ``new_bytes``, ``cost``, ``benefit``, ``features``, ``search`` ...), plus
-``action``, ``reason``, ``job``, ``recluster``, ``new_queries``, ``previous_run`` and ``tick_seconds``.
+``action``, ``reason``, ``job``, ``recluster``, ``merge``, ``new_queries``, ``previous_run`` and ``tick_seconds``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from optimizer.estimate.record import Decision
     from optimizer.service.drift import ReclusterPlan
     from optimizer.service.executors import JobOutcome
+    from optimizer.service.merge import MergePlan
 
 
 class Action(StrEnum):
@@ -64,6 +65,7 @@ class TickRecord:
     reason: str
     decision: Decision | None = None  # the new-data estimate
     recluster: ReclusterPlan | None = None  # the drift step, when it ran
+    merge: MergePlan | None = None  # young runs considered for merging with the new data
     job: JobRecord | None = None
     new_queries: int | None = None
     previous_run: str | None = None  # how a run found in progress was settled
@@ -79,8 +81,10 @@ class TickRecord:
         """The features of the layout this tick chose (re-clustering's, when it re-clustered)."""
         if self.reclustered:
             chosen = self.recluster.decision if self.recluster is not None else None
-            return chosen.features if chosen is not None else {}
-        return self.decision.features if self.decision is not None else {}
+            return _features(chosen)
+        if self.merge is not None and self.merge.taken and self.merge.decision is not None:
+            return _features(self.merge.decision)
+        return _features(self.decision)
 
     def summary(self) -> dict[str, Any]:
         """What `deltaopt status` shows of the latest tick."""
@@ -99,8 +103,17 @@ class TickRecord:
         if self.recluster is not None:
             data["recluster"] = self.recluster.as_dict()
             if self.recluster.decision is not None and self.reclustered:
-                data.update(features=self.recluster.decision.features, net=self.recluster.decision.net)
+                data.update(features=_features(self.recluster.decision), net=self.recluster.decision.net)
+        if self.merge is not None:
+            data["merge"] = self.merge.as_dict()
+            if self.merge.taken and self.merge.decision is not None:
+                data.update(features=_features(self.merge.decision), net=self.merge.decision.net)
         if self.job is not None:
             data["job"] = self.job.as_dict()
         data["tick_seconds"] = self.tick_seconds
         return data
+
+
+def _features(decision: Decision | None) -> dict[str, object]:
+    """A decision's chosen features as the record writes them ({} when there are none)."""
+    return decision.features.as_dict() if decision is not None and decision.features is not None else {}

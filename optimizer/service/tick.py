@@ -4,6 +4,7 @@
     settle a run the state says was in progress (committed: note it; else it died: retry later)
     tail the query log from the stored position
     estimate: enough unclustered bytes? features (benefit search)? cost vs benefit? ─► decision
+    optimise? merge: the young runs laid out the same way join the new data when the union nets more
     optimize (unless dry run or shutting down): executor chosen from the writers' commitInfo,
         at most `max_concurrent_jobs` at once across tables
     no new data optimised? drift: re-cluster files laid out for an older workload, within the budget
@@ -35,6 +36,7 @@ from optimizer.features import FeatureSet
 from optimizer.service.decisions import DecisionLog
 from optimizer.service.drift import ReclusterPlan, plan_recluster
 from optimizer.service.executors import Executor, OptimizeRequest, choose_executor
+from optimizer.service.merge import MergePlan, plan_merge
 from optimizer.service.record import Action, JobRecord, TickRecord
 from optimizer.service.state import RunInProgress, StateStore, TableState
 from optimizer.table import open_table
@@ -77,9 +79,27 @@ class _Draft:
     reason: str = ""
     decision: Decision | None = None
     recluster: ReclusterPlan | None = None
+    merge: MergePlan | None = None
     job: JobRecord | None = None
     new_queries: int | None = None
     previous_run: str | None = None
+
+    def record(self, table: TableSettings, now: datetime, *, dry_run: bool, seconds: float) -> TickRecord:
+        return TickRecord(
+            ts=now,
+            table=table.name,
+            path=table.path,
+            dry_run=dry_run,
+            action=self.action,
+            reason=self.reason,
+            decision=self.decision,
+            recluster=self.recluster,
+            merge=self.merge,
+            job=self.job,
+            new_queries=self.new_queries,
+            previous_run=self.previous_run,
+            tick_seconds=round(seconds, 3),
+        )
 
 
 def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None) -> TickRecord:
@@ -100,14 +120,7 @@ def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None)
     except Exception as err:  # one table's failure must not stop the others; it is recorded
         draft.action, draft.reason = Action.ERROR, f"unexpected {type(err).__name__}: {err}"
         log.exception("tick of %s failed", table.name)
-    record = TickRecord(
-        ts=now,
-        table=table.name,
-        path=table.path,
-        dry_run=dry_run,
-        tick_seconds=round(time.perf_counter() - started, 3),
-        **draft.__dict__,
-    )
+    record = draft.record(table, now, dry_run=dry_run, seconds=time.perf_counter() - started)
     ctx.state.save(state.with_(ticks=state.ticks + 1, last_decision=record.summary()))
     ctx.decisions.write(record.as_dict())
     return record
@@ -126,17 +139,26 @@ def _tick(
     decision = estimate(context)
     draft.decision = decision
     draft.action, draft.reason = Action(decision.action), decision.reason
-    if decision.features:  # what the estimate would lay data out on for today's workload
+    if decision.features is not None:  # what the estimate would lay data out on for today's workload
         state = state.with_layout(layout_key(decision.features), now)
     if not decision.optimize:
         return _drift(table, ctx, now, state, draft, dry_run=dry_run, delta=delta, log_table=log_table)
+    draft.merge = None if ctx.stopping.is_set() else plan_merge(context, state, decision)
+    files: tuple[str, ...] | None = None
+    if draft.merge is not None and draft.merge.taken and draft.merge.decision is not None:
+        decision, files = draft.merge.decision, draft.merge.files
+        draft.reason = f"{draft.reason}; {draft.merge.reason}"
+        state = state.with_layout(layout_key(decision.features), now)
     if dry_run:
         draft.action, draft.reason = Action.OPTIMIZE_DRY_RUN, draft.reason + "; dry run: not optimised"
         return state
-    features = FeatureSet.from_dict(decision.features)
-    return _run_job(
-        table, ctx, now, state, draft, delta=delta, features=features, files=None, read_version=decision.version
+    features = decision.features or FeatureSet()  # an optimise verdict always has features
+    state = _run_job(
+        table, ctx, now, state, draft, delta=delta, features=features, files=files, read_version=decision.version
     )
+    if files is not None and draft.merge is not None and draft.action is Action.OPTIMIZE:  # committed
+        state = state.with_reclustered(now, draft.merge.bytes)
+    return state
 
 
 def _drift(
@@ -165,7 +187,7 @@ def _drift(
     if dry_run:
         draft.action, draft.reason = Action.RECLUSTER_DRY_RUN, plan.reason + "; dry run: not re-clustered"
         return state
-    features = FeatureSet.from_dict(plan.decision.features)
+    features = plan.decision.features or FeatureSet()
     state = _run_job(
         table,
         ctx,

@@ -159,8 +159,9 @@ def test_a_feature_that_cannot_be_evaluated_stops_before_writing(spark, tmp_path
     assert not [d for d in os.listdir(table.uri) if d.startswith("optimize-")]
 
 
+@pytest.mark.parametrize("layout", ["combined", "z"])  # pass 1's fingerprint, and the one observed in the write
 @pytest.mark.parametrize("damage", ["drop a row", "duplicate a row", "change a value"])
-def test_a_write_that_changed_rows_is_caught_and_nothing_is_committed(spark, tmp_path, monkeypatch, damage):
+def test_a_write_that_changed_rows_is_caught_and_nothing_is_committed(spark, tmp_path, monkeypatch, damage, layout):
     """The verification is what stands between a faulty layout step and the table: damage the laid-out
     frame after clustering and the rewrite must be refused, its files removed."""
     import dataclasses
@@ -186,9 +187,31 @@ def test_a_write_that_changed_rows_is_caught_and_nothing_is_committed(spark, tmp
 
     monkeypatch.setattr(job, "cluster_frame", damaged)
     with pytest.raises(errors.ClusteringError, match="written rows differ"):
-        optimize(spark, table, LAYOUTS["combined"], target_file_size=1 << 20)
+        optimize(spark, table, LAYOUTS[layout], target_file_size=1 << 20)
     assert table.snapshot().version == 0
     assert not [d for d in os.listdir(table.uri) if d.startswith("optimize-")]
+
+
+def test_a_z_only_rewrite_observes_its_input_instead_of_a_first_pass(spark, tmp_path, monkeypatch):
+    """Without SOP features, on an unpartitioned table whose log counts the rows, the input fingerprint
+    is observed during the write: no pass 1, and the rows are still proven identical."""
+    from optimizer.clustering import layout
+
+    table = open_table(str(tmp_path / "t"))
+    table.create(spark, spark.createDataFrame(random_rows(300, seed=13), SCHEMA).repartition(4))
+    snapshot = table.snapshot()
+    before = fingerprint(table.read_files(spark, snapshot.files, snapshot))
+
+    def no_first_pass(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("pass 1 ran")
+
+    monkeypatch.setattr(layout, "_count_vectors", no_first_pass)
+    result = optimize(spark, table, LAYOUTS["z"], target_file_size=1 << 20)
+    assert result.version == 1 and result.rows == 300
+    after = table.snapshot()
+    assert fingerprint(table.read_files(spark, after.files, after)) == before  # count and both hashes
+    with pytest.raises(AssertionError, match="pass 1 ran"):  # a SOP layout still needs its vectors
+        optimize(spark, table, LAYOUTS["combined"], target_file_size=1 << 20, files=after.files, snapshot=after)
 
 
 def test_losing_a_race_commits_nothing(spark, tmp_path):

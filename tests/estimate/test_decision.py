@@ -40,7 +40,7 @@ def test_estimate_decides_on_a_real_table(spark, tmp_path):
     log.append(records("x = 3", count=2, age=timedelta(days=30)))  # outside the 7-day window
     decision = estimate(TableContext(spark, table, "t", log, thresholds, NOW, cheap))
     assert decision.action == "optimize", decision.reason
-    assert decision.features["z"] == ["x"]
+    assert decision.features is not None and [f.expression for f in decision.features.z] == ["x"]
     assert decision.search is not None and decision.search["chosen"] == ["z: x"]  # the benefit search chose it
     (candidate,) = decision.search["candidates"]
     assert candidate["chosen"] and candidate["marginal_benefit"] > candidate["marginal_cost"] > 0
@@ -60,9 +60,7 @@ def test_estimate_decides_on_a_real_table(spark, tmp_path):
 
 
 def _features(decision):  # type: ignore[no-untyped-def]
-    from optimizer.features import FeatureSet
-
-    return FeatureSet.from_dict(decision.features)
+    return decision.features
 
 
 def test_candidate_layouts_keep_left_out_features_as_statistics():
@@ -170,7 +168,7 @@ def test_layouts_are_scored_for_the_tables_readers(spark, tmp_path):
 
     deltaopt = estimate(TableContext(spark, table, "t", log, Thresholds(**settings, readers="deltaopt"), NOW, cheap))
     assert deltaopt.action == "optimize", deltaopt.reason
-    assert deltaopt.features["z"] == ["x + y"]
+    assert deltaopt.as_dict()["features"]["z"] == ["x + y"]
     readers = deltaopt.benefit.readers
     assert readers["deltaopt"]["share"] == 1.0 and readers["standard"]["share"] == 0.0
     assert readers["deltaopt"]["bytes_per_query_after"] < 0.5 * readers["deltaopt"]["bytes_per_query_before"]

@@ -128,7 +128,8 @@ def test_restart_repeats_no_work_and_new_data_is_picked_up(service, spark):
     from optimizer.service.tick import tick
 
     ctx, table_path, tmp_path = service
-    assert tick(ctx.config.tables[0], ctx, NOW).as_dict()["action"] == "optimize"
+    first = tick(ctx.config.tables[0], ctx, NOW).as_dict()
+    assert first["action"] == "optimize"
 
     restarted = context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark)
     again = tick(restarted.config.tables[0], restarted, NOW).as_dict()
@@ -140,7 +141,9 @@ def test_restart_repeats_no_work_and_new_data_is_picked_up(service, spark):
     later = tick(restarted.config.tables[0], restarted, NOW + timedelta(minutes=2)).as_dict()
     assert later["new_queries"] == 10
     assert later["new_files"] == 4 and later["action"] == "optimize"
-    assert later["job"]["files_in"] == 4  # only the new data is rewritten
+    merged = first["job"]["files_out"] if later["merge"]["taken"] else 0  # the first run, when merging paid
+    assert later["merge"]["runs"] == [first["job"]["run_id"]]
+    assert later["job"]["files_in"] == 4 + merged  # the new data (and the run merged with it), nothing else
 
 
 @pytest.mark.spark
