@@ -41,14 +41,18 @@ class Layout:
     partitions: tuple[SopPartition, ...]
     dimensions: tuple[Dimension, ...]
     fingerprints: Fingerprints  # from pass 1; empty when `observed` carries them
-    observed: Observation | None = None  # the input fingerprint, observed while `frame` is written
+    observed: tuple[Observation, DataFrame, tuple[str, ...]] | None = None  # (observation, input, data columns)
 
     def input_fingerprints(self) -> Fingerprints:
         """The input's fingerprint per partition group; an observed one exists only once `frame` was
-        written (its one action), so call this after the write."""
+        written (its one action), so call this after the write. Where the session reports no observed
+        metrics (Spark Connect servers may not), pass 1 runs after all, over the input."""
         if self.observed is None:
             return self.fingerprints
-        metrics = self.observed.get
+        observation, source, names = self.observed
+        metrics = observation.get
+        if not {"n", "xx", "mm"} <= set(metrics):
+            return _count_vectors(source, names, (), with_vectors=False)[0]
         rows, xx, mm = int(metrics["n"] or 0), int(metrics["xx"] or 0), int(metrics["mm"] or 0)
         return {(): (rows, wrap64(xx), wrap64(mm))} if rows else {}
 
@@ -92,7 +96,9 @@ def cluster_frame(
     (the log's count) lets a layout without SOP features of an unpartitioned table skip pass 1."""
     predicates = [f.predicate for f in features.sop]
     if fingerprint and known_rows and not predicates and not partition_columns:
-        return _observed_layout(frame, features, data_names, known_rows, files, progress, boundary_rows)
+        return _observed_layout(
+            frame, features, data_names, known_rows, files, progress=progress, boundary_rows=boundary_rows
+        )
     if predicates:
         frame = frame.withColumn("__sop_vec", sop_vector(predicates))
     fingerprints, vectors = _count_vectors(
@@ -124,6 +130,7 @@ def _observed_layout(
     data_names: Sequence[str],
     rows: int,
     files: int,
+    *,
     progress: Progress,
     boundary_rows: int,
 ) -> Layout:
@@ -148,7 +155,7 @@ def _observed_layout(
         observe=lambda f: f.observe(observation, *metrics),
     )
     progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
-    return Layout(laid_out, files, 0, (), tuple(dimensions), {}, observation)
+    return Layout(laid_out, files, 0, (), tuple(dimensions), {}, (observation, frame, tuple(data_names)))
 
 
 def _count_vectors(

@@ -137,13 +137,7 @@ def zorder(
         # a deterministic tie-breaker lets a value shared by many rows (a SOP id, a low-cardinality
         # column) be split into target-size files; a random one could move rows on task retries
         frame = frame.withColumn("__tie", F.xxhash64(*[F.col(f"`{c}`") for c in frame.columns]))
-    names = [*leading, *columns, *helpers]
-    sample = frame.select(*[F.col(f"`{c}`") for c in names])
-    wanted = max(sample_rows, 100 * files)
-    if rows > wanted:
-        sample = sample.sample(withReplacement=False, fraction=min(1.0, wanted / rows), seed=seed)
-    table = sample.toArrow()  # columnar: converting Row objects took most of the sampling time
-    values = {name: table.column(i).to_pylist() for i, name in enumerate(names)}
+    values = _sample(frame, [*leading, *columns, *helpers], rows, max(sample_rows, 100 * files), seed)
     ranges = ranges_for(files, len(columns))
     dimensions = [Dimension(c, quantile_boundaries(values[c], ranges) if ranges else ()) for c in columns]
     if len(dimensions) > 1:
@@ -161,6 +155,17 @@ def zorder(
         frame = observe(frame)
     laid_out = frame.repartition(len(cuts) + 1, partition).sortWithinPartitions(*key_columns)
     return laid_out.drop(*helpers), dimensions
+
+
+def _sample(frame: DataFrame, names: Sequence[str], rows: int, wanted: int, seed: int) -> dict[str, list[Any]]:
+    """About `wanted` of the `rows` rows' `names` columns, on the driver, one list per column."""
+    from pyspark.sql import functions as F
+
+    sample = frame.select(*[F.col(f"`{c}`") for c in names])
+    if rows > wanted:
+        sample = sample.sample(withReplacement=False, fraction=min(1.0, wanted / rows), seed=seed)
+    table = sample.toArrow()  # columnar: converting Row objects took most of the sampling time
+    return {name: table.column(i).to_pylist() for i, name in enumerate(names)}
 
 
 def _order_key(
