@@ -17,6 +17,7 @@ BENCHMARKS = {
     "replay": "benchmarks.replay_bench",
     "overhead": "benchmarks.overhead_bench",
     "tpcds": "benchmarks.tpcds_bench",
+    "star": "benchmarks.star_bench",
 }
 
 

@@ -8,6 +8,14 @@ ss_sold_date_sk <= b``), or the key list when it is short. The query log records
 the analyser treats it as any other filter, so the fact table can be laid out by the join key, which
 is what lets engines prune fact files at run time (dynamic file pruning).
 
+When the keys are many and scattered over the key domain (a supplier region, a part category: surrogate
+keys are assigned without regard to attributes), the range covers nearly every fact row. Up to
+`max_keys` such keys are also listed, ``ss_item_sk IN (...)``: a join-induced key set, which the
+analyser takes as a whole predicate (SOP), so the layout can gather the fact rows of one category into
+few files. Its bits in deltaopt's statistics describe literal keys of the fact table, so they stay
+true whatever later happens to the dimension: a query whose dimension filter now gives other keys
+states another list, which skips only where it implies the recorded one.
+
 Sound by construction: the derived filter holds for every key of the dimension rows that satisfy the
 filters, and a fact row reaches an inner join's output only with such a key (a NULL key never
 joins). It describes the dimension table's version it was computed on; it is a workload fact for the
@@ -20,6 +28,7 @@ above `max_rows` rows (not dimensions) are not evaluated; only tables found by n
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +41,7 @@ from optimizer.spark_expr import expression_column
 from optimizer.table import open_table
 from querylog.errors import QueryLogError
 from querylog.predicates.attribute import JoinKey
+from querylog.predicates.bounds import MAX_IN_ITEMS
 from querylog.predicates.normalize import canonical_conjuncts
 from querylog.records import DerivedFilter
 
@@ -42,6 +52,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+SCATTERED = 0.5  # keys filling less of their min..max span than this are listed as a key set
+
 
 @dataclass
 class JoinDeriver:
@@ -51,6 +63,7 @@ class JoinDeriver:
     spark: SparkSession
     locations: Mapping[str, str]
     max_in: int = 32  # keys listed as IN up to this many; a range beyond
+    max_keys: int = MAX_IN_ITEMS  # scattered keys also listed (a join-induced key set) up to this many
     max_rows: int = 20_000_000  # larger tables are facts, not dimensions: not evaluated
     evaluated: int = 0  # aggregations run (cache misses)
     _cache: dict[tuple[Any, ...], tuple[DerivedFilter, ...]] = field(default_factory=dict)
@@ -87,10 +100,15 @@ class JoinDeriver:
                 frame = frame.filter(expression_column(text))
             column = F.col(f"`{key.other_column}`")
             keys = frame.select(column.alias("k")).where(F.col("k").isNotNull()).distinct()
-            values = [r["k"] for r in keys.limit(self.max_in + 1).collect()]
+            values = [r["k"] for r in keys.limit(max(self.max_in, self.max_keys) + 1).collect()]
             if len(values) > self.max_in:
-                low, high = keys.agg(F.min("k"), F.max("k")).collect()[0]
+                if len(values) > self.max_keys:
+                    low, high = keys.agg(F.min("k"), F.max("k")).collect()[0]
+                else:
+                    low, high = min(values), max(values)
                 conjuncts = [_compare(exp.GTE, key.column, low), _compare(exp.LTE, key.column, high)]
+                if len(values) <= self.max_keys and scattered(values, low, high):
+                    conjuncts.append(_in_list(key.column, values))
             elif values:
                 conjuncts = [_in_list(key.column, values)]
             else:
@@ -104,6 +122,18 @@ class JoinDeriver:
             return ()
         via = f"{key.other}.{key.other_column} WHERE {' AND '.join(key.other_filters)}"
         return tuple(DerivedFilter(f, via) for f in filters)
+
+
+def scattered(values: list[Any], low: Any, high: Any) -> bool:
+    """Whether `values` fill less than half of the domain between `low` and `high` (integers and dates;
+    other types always count as scattered: a range of strings says nothing about density)."""
+    if isinstance(low, int) and isinstance(high, int):
+        span = high - low + 1
+    elif isinstance(low, dt.date) and isinstance(high, dt.date) and not isinstance(low, dt.datetime):
+        span = (high - low).days + 1
+    else:
+        return True
+    return len(values) < SCATTERED * span
 
 
 def _compare(kind: type[exp.Expr], column: str, value: Any) -> exp.Expr:

@@ -3,7 +3,7 @@ fact table clustered on a join key?".
 
 A join-derived filter in the log (`querylog.records.DerivedFilter`) names the dimension filter it
 stands for. A Z feature came from joins when derived filters compare its expression (as the workload
-summary reads it, `classify_text`); a SOP feature when it is itself a derived filter.
+summary reads it, `workload.z_shape_of`); a SOP feature when it is itself a derived filter.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from optimizer.analysis.workload import z_shape_of
 from querylog.errors import QueryLogError
-from querylog.predicates.classify import classify_text
 from querylog.records import ScanRecord
 
 MAX_SHOWN = 5  # dimension filters listed per feature, the most frequent first
@@ -27,10 +27,10 @@ def join_sources(records: Iterable[ScanRecord], features: Iterable[str]) -> dict
         touched: set[str] = set()
         for derived in record.derived:
             try:
-                conjunct = classify_text(derived.filter)  # the analyser's own reading of a filter
+                shape = z_shape_of(derived.filter)  # the analyser's own reading of a filter
             except QueryLogError:
                 continue
-            for name in {derived.filter, *([conjunct.z.expression] if conjunct.z else [])}:
+            for name in {derived.filter, *([shape.expression] if shape else [])}:
                 sources.setdefault(name, Counter())[derived.via] += 1
                 touched.add(name)
         scans.update(touched)

@@ -7,6 +7,11 @@ Scan bytes and durations are *not* used as weights, for the thesis's reasons (4.
 volume reflects all its filters together, and weighting by volume would favour filters that already
 skip badly over ones whose good skipping the new layout must keep. A feature counts once per scan
 even when several conjuncts use it (``x >= a AND x < b`` is one use of ``x``).
+
+**Key sets.** An IN list of more than `MAX_Z_IN_ITEMS` constants is a set of keys (typically a
+join-induced one: the fact keys a dimension filter selects, `optimizer.joins`), not a family of
+comparison points: Z-order cannot gather keys scattered over the domain, SOP clustering on the whole
+predicate can. Such a conjunct is a whole predicate only.
 """
 
 from __future__ import annotations
@@ -16,8 +21,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from querylog.errors import PredicateError
-from querylog.predicates.classify import classify_text
+from querylog.predicates.classify import ZShape, classify_text
 from querylog.records import ScanRecord
+
+MAX_Z_IN_ITEMS = 32  # a longer IN list is a key set (SOP), not comparison points (Z)
+
+
+def z_shape_of(text: str) -> ZShape | None:
+    """The Z shape the analysis gives a canonical conjunct: `classify_text`'s, except for key sets.
+    Raises `PredicateError`."""
+    z = classify_text(text).z
+    return None if z is not None and z.op == "in" and len(z.values) > MAX_Z_IN_ITEMS else z
 
 
 @dataclass
@@ -79,7 +93,7 @@ def summarize(records: Iterable[ScanRecord], now: datetime, half_life_seconds: f
     malformed = 0
     for record in records:
         try:
-            conjuncts = {text: classify_text(text) for text in set(record.filters)}
+            conjuncts = {text: z_shape_of(text) for text in set(record.filters)}
         except PredicateError:  # written by something else; one bad row never stops the analysis
             malformed += 1
             continue
@@ -91,20 +105,20 @@ def summarize(records: Iterable[ScanRecord], now: datetime, half_life_seconds: f
         if not record.filters:
             unfiltered += 1
         used: dict[str, ZCandidate] = {}
-        for text, conjunct in conjuncts.items():
+        for text, shape in conjuncts.items():
             use = predicates.get(text)
             if use is None:
-                use = predicates[text] = PredicateUse(text, z_expression=conjunct.z.expression if conjunct.z else None)
+                use = predicates[text] = PredicateUse(text, z_expression=shape.expression if shape else None)
             use.frequency += weight
             use.scans += 1
-            if conjunct.z is not None:
-                candidate = z.get(conjunct.z.expression)
+            if shape is not None:
+                candidate = z.get(shape.expression)
                 if candidate is None:
-                    candidate = z[conjunct.z.expression] = ZCandidate(conjunct.z.expression, conjunct.z.column)
-                candidate.points.update(conjunct.z.points)
-                candidate.ops.add(conjunct.z.op)
+                    candidate = z[shape.expression] = ZCandidate(shape.expression, shape.column)
+                candidate.points.update(shape.points)
+                candidate.ops.add(shape.op)
                 candidate.predicates.add(text)
-                used[conjunct.z.expression] = candidate
+                used[shape.expression] = candidate
         for candidate in used.values():
             candidate.frequency += weight
             candidate.scans += 1

@@ -269,7 +269,8 @@ def _write_verified(
     progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
     try:
         _verify(staged, rows_by_path, layout.input_fingerprints(), snapshot.partition_columns)
-        write_index(table, run_id, {f.path: (f.size, extended_by_path[f.path]) for f in staged}, features.as_dict())
+        by_path = {f.path: (f.size, extended_by_path[f.path]) for f in staged}
+        write_index(table, run_id, by_path, features.as_dict(), key_types=spec.key_types)
     except Exception:
         table.discard(staged)
         raise

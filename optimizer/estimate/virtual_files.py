@@ -13,7 +13,7 @@ Parquet footers, per row.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from optimizer.clustering.layout import cluster_frame
@@ -54,7 +54,9 @@ def virtual_files(
     stored = data_columns(schema, snapshot.partition_columns)
     columns = stats_columns(stored, snapshot.configuration)
     delta_columns = {c.name.lower() for c in columns if c.minmax}
-    spec: StatsSpec = stats_spec(sample, features, delta_columns)
+    # a virtual file's key set would list only its sampled keys, and prune where the real file's could
+    # not: the estimate leaves key sets out (it under-prices them, never over-prices)
+    spec: StatsSpec = replace(stats_spec(sample, features, delta_columns), keys=())
     rows_in = sample.count()
     layout = cluster_frame(
         sample,

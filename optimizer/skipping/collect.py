@@ -6,7 +6,11 @@ statistics the real table will have.
 
 * min/max/NULL count of every Z and additional Z feature that is not a plain column with Delta
   statistics (timestamps aggregated as epoch microseconds);
-* the SOP bit of every SOP and additional SOP feature: 1 when some row of the file satisfies it.
+* the SOP bit of every SOP and additional SOP feature: 1 when some row of the file satisfies it;
+* the exact values of every key column (`key_columns`: a column a SOP feature lists keys of, as
+  join-induced key sets do), where the file holds at most `extended.MAX_KEY_SET` of them. Spark
+  collects a file's distinct keys while aggregating it, so the memory this takes is bounded by the
+  rows of one file, never by the table.
 """
 
 from __future__ import annotations
@@ -15,10 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sqlglot import exp
+
 from optimizer.errors import ClusteringError, FeatureError
 from optimizer.features import FeatureSet
-from optimizer.skipping.extended import ExtendedStats, ValueRange, encode_value
+from optimizer.skipping.extended import KEY_TYPES, MAX_KEY_SET, ExtendedStats, ValueRange, encode_value, key_set
 from optimizer.spark_expr import expression_column, predicate_bit, typed_feature
+from querylog.predicates.normalize import parse_canonical
+from querylog.predicates.tree import column_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -30,6 +38,11 @@ MAX_SOP_BITS = 62  # the clustering vector is one signed 64-bit word
 class StatsSpec:
     ranges: tuple[tuple[str, str], ...]  # (expression, Spark type name)
     sop: tuple[str, ...]  # predicates, in bit order
+    keys: tuple[tuple[str, str], ...] = ()  # (key column, Spark type name)
+
+    @property
+    def key_types(self) -> dict[str, str]:
+        return dict(self.keys)
 
     def aggregates(self) -> dict[str, Column]:
         from pyspark.sql import functions as F
@@ -44,6 +57,9 @@ class StatsSpec:
             result[f"__xnull_{i}"] = F.count(F.lit(1)) - F.count(value)
         for i, predicate in enumerate(self.sop):
             result[f"__sop_{i}"] = F.max(predicate_bit(predicate))
+        for i, (column, _) in enumerate(self.keys):
+            values = F.collect_set(F.col(f"`{column}`"))
+            result[f"__xkeys_{i}"] = F.when(F.size(values) <= MAX_KEY_SET, values)
         return result
 
     def extended(self, row: Mapping[str, Any], run_id: str) -> ExtendedStats:
@@ -56,7 +72,9 @@ class StatsSpec:
                 int(row[f"__xnull_{i}"]),
             )
         bits = "".join("1" if row[f"__sop_{i}"] else "0" for i in range(len(self.sop)))
-        return ExtendedStats(run_id, ranges, self.sop, bits, float_max_includes_nan=True)
+        found = {column: key_set(type_name, row[f"__xkeys_{i}"]) for i, (column, type_name) in enumerate(self.keys)}
+        keys = {column: values for column, values in found.items() if values is not None}
+        return ExtendedStats(run_id, ranges, self.sop, bits, float_max_includes_nan=True, key_sets=keys)
 
 
 def stats_spec(frame: DataFrame, features: FeatureSet, plain_with_stats: set[str]) -> StatsSpec:
@@ -69,7 +87,20 @@ def stats_spec(frame: DataFrame, features: FeatureSet, plain_with_stats: set[str
     ]
     sop = tuple(f.predicate for f in (*features.sop, *features.sop_add))
     types = _types_of(frame, [(e, False) for e in expressions] + [(p, True) for p in sop])
-    return StatsSpec(tuple(zip(expressions, types[: len(expressions)], strict=True)), sop)
+    schema = {f.name.lower(): (f.name, f.dataType.simpleString()) for f in frame.schema.fields}
+    keys = tuple(schema[c] for c in key_columns(sop) if c in schema and schema[c][1] in KEY_TYPES)
+    return StatsSpec(tuple(zip(expressions, types[: len(expressions)], strict=True)), sop, keys)
+
+
+def key_columns(predicates: Sequence[str]) -> list[str]:
+    """Lower-cased top-level columns that `predicates` test against a list of constants, in order."""
+    found: list[str] = []
+    for text in predicates:
+        node = parse_canonical(text)
+        path = column_path(node.this) if isinstance(node, exp.In) and not node.args.get("query") else None
+        if path is not None and len(path) == 1 and path[0].lower() not in found:
+            found.append(path[0].lower())
+    return found
 
 
 def _types_of(frame: DataFrame, features: Sequence[tuple[str, bool]]) -> list[str]:

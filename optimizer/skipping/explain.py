@@ -1,11 +1,11 @@
 """What a filter reads from a table, for a standard reader and for deltaopt's pruning, and why.
 
 Standard engines (Spark with Delta, Databricks, Trino, DuckDB, delta-rs) skip files with the Delta
-log's partition values and bare-column min/max only; deltaopt's pruning also uses expression min/max
-and SOP bits. `explain` runs the same sound pruning with the statistics added one kind at a time, in
-that order, and credits each file skipped to the first kind that skips it:
+log's partition values and bare-column min/max only; deltaopt's pruning also uses expression min/max,
+SOP bits and key sets. `explain` runs the same sound pruning with the statistics added one kind at a
+time, in that order, and credits each file skipped to the first kind that skips it:
 
-    partition values -> column min/max (the standard reader) -> expression min/max -> SOP bits
+    partition values -> column min/max (the standard reader) -> expression min/max -> SOP bits -> key sets
 
 so an operator sees what the table's layout gives the engines that read it.
 """
@@ -23,7 +23,7 @@ from optimizer.skipping.scan import column_sizes, table_file_stats
 if TYPE_CHECKING:
     from optimizer.table.access import DataFile, TableAccess
 
-STAGES = ("partition values", "column min/max", "expression min/max", "SOP bits")
+STAGES = ("partition values", "column min/max", "expression min/max", "SOP bits", "key sets")
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Explanation:
     total_files: int
     total_bytes: int
     standard: Reads  # partition values and bare-column min/max
-    deltaopt: Reads  # plus expression min/max and SOP bits
+    deltaopt: Reads  # plus expression min/max, SOP bits and key sets
     skipped_by: Mapping[str, int]  # stage -> files that stage skipped first
 
     def as_dict(self) -> dict[str, object]:
@@ -58,7 +58,8 @@ def explain(table: TableAccess, where: str, columns: Sequence[str] | None = None
     stages: list[list[FileStats]] = [
         [replace(s, columns={k: v for k, v in s.columns.items() if k in partitions}) for s in standard],
         standard,
-        [replace(s, sop={}) for s in full],
+        [replace(s, sop={}, keys={}) for s in full],
+        [replace(s, keys={}) for s in full],
         full,
     ]
     kept_by_stage = [{s.path for s in stats if might_match(predicate, s)} for stats in stages]

@@ -1,13 +1,17 @@
 """Extended file statistics (thesis Figure 4.3) and the index that makes them readable.
 
 Per file written by an OPTIMIZE run: min/max of every Z feature and additional Z expression that is
-not a plain column, and the SOP bit vector over the clustering and additional SOP features, with the
-feature list it refers to.
+not a plain column, the SOP bit vector over the clustering and additional SOP features, with the
+feature list it refers to, and the exact set of values of each key column (a column that key-list
+features test: join keys, `collect.key_columns`) when the file holds at most `MAX_KEY_SET` of them.
+A key set answers any later list of keys (a dimension filter evaluated at query time, whatever the
+dimension became): a file none of whose values is listed holds no matching row.
 
 Where they live (docs/ARCHITECTURE.md, contract 2):
 
 * inside the add action's stats JSON under ``"deltaopt"``, so they travel atomically with the commit
   (delta-rs and checkpoints keep unknown keys verbatim), and
+  (key sets, the bulky part, only in the sidecar: the Delta log is read by every engine), and
 * in a sidecar index ``<table>/_deltaopt/stats/<run-id>.json`` written *before* the commit, because
   no delta-rs API returns the raw stats JSON. An index entry is used only while its path is active in
   the snapshot being read **and** its size equals the add action's size: data files are immutable and
@@ -35,6 +39,9 @@ log = logging.getLogger(__name__)
 INDEX_DIR = "_deltaopt/stats"
 FORMAT_VERSION = 1
 STRING_PREFIX = 32
+MAX_KEY_SET = 4096  # distinct values of a key column kept per file; more: no key set (the file is read)
+MAX_KEY_CHARS = 256  # a string key longer than this cannot be kept exactly cheaply: no key set
+KEY_TYPES = ("tinyint", "smallint", "int", "bigint", "string", "date")
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class ExtendedStats:
     sop_features: tuple[str, ...] = ()  # canonical predicate SQL, in bit order
     sop_bits: str = ""  # '1': some row satisfies the feature; '0': no row does
     float_max_includes_nan: bool = True  # our writer's float maxima account for NaN
+    key_sets: Mapping[str, frozenset[Any]] = field(default_factory=dict)  # key column -> every non-NULL value
 
     def sop_bit(self, predicate_sql: str) -> bool | None:
         try:
@@ -101,8 +109,23 @@ def decode_value(type_name: str, value: Any) -> Any:
     return value
 
 
-def to_json(stats: ExtendedStats) -> dict[str, Any]:
-    return {
+def key_set(type_name: str, values: Any) -> frozenset[Any] | None:
+    """The exact set of a file's non-NULL `values` of a key column as pruning compares them (ints,
+    strings, dates); None when it cannot be kept (another type, too many values, a long string)."""
+    if type_name not in KEY_TYPES or values is None or len(values) > MAX_KEY_SET:
+        return None
+    if type_name == "string" and any(len(v) > MAX_KEY_CHARS for v in values):
+        return None
+    return frozenset(v for v in values if v is not None)
+
+
+def _encode_keys(type_name: str, values: frozenset[Any]) -> list[Any]:
+    return sorted(v.isoformat() for v in values) if type_name == "date" else sorted(values)
+
+
+def to_json(stats: ExtendedStats, key_types: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The document of one file's statistics; with `key_types` ({key column: type}) its key sets too."""
+    document = {
         "v": FORMAT_VERSION,
         "run": stats.run_id,
         "ranges": {
@@ -112,6 +135,25 @@ def to_json(stats: ExtendedStats) -> dict[str, Any]:
         "sop": {"features": list(stats.sop_features), "bits": stats.sop_bits},
         "nanAwareMax": stats.float_max_includes_nan,
     }
+    if key_types:
+        document["keys"] = {
+            column: {"type": key_types[column], "values": _encode_keys(key_types[column], values)}
+            for column, values in stats.key_sets.items()
+        }
+    return document
+
+
+def _decode_keys(document: Mapping[str, Any]) -> dict[str, frozenset[Any]]:
+    found: dict[str, frozenset[Any]] = {}
+    for column, entry in (document.get("keys") or {}).items():
+        type_name, values = entry["type"], entry["values"]
+        if type_name not in KEY_TYPES or not isinstance(values, list):
+            raise ValueError(f"malformed key set of {column!r}")
+        expected = str if type_name in ("string", "date") else int
+        if not all(isinstance(v, expected) and not isinstance(v, bool) for v in values):
+            raise ValueError(f"key set of {column!r} holds values that are not {type_name}")
+        found[str(column)] = frozenset(decode_value(type_name, v) for v in values)
+    return found
 
 
 def from_json(document: Mapping[str, Any]) -> ExtendedStats:
@@ -138,6 +180,7 @@ def from_json(document: Mapping[str, Any]) -> ExtendedStats:
         sop_features=features,
         sop_bits=bits,
         float_max_includes_nan=bool(document.get("nanAwareMax", False)),
+        key_sets=_decode_keys(document),
     )
 
 
@@ -146,9 +189,10 @@ def write_index(
     run_id: str,
     files: Mapping[str, tuple[int, ExtendedStats]],
     features: Mapping[str, Any] | None = None,
+    key_types: Mapping[str, str] | None = None,
 ) -> str:
-    """Write the sidecar for one run (before its commit), with the feature set the run clustered on.
-    Returns the index file path."""
+    """Write the sidecar for one run (before its commit), with the feature set the run clustered on
+    and the files' key sets (`key_types`: {key column: type}). Returns the index file path."""
     fs, root = table.filesystem()
     directory = f"{root}/{INDEX_DIR}"
     fs.create_dir(directory, recursive=True)
@@ -156,7 +200,7 @@ def write_index(
         "v": FORMAT_VERSION,
         "run": run_id,
         "features": dict(features or {}),
-        "files": {path: {"size": size, "stats": to_json(stats)} for path, (size, stats) in files.items()},
+        "files": {path: {"size": size, "stats": to_json(stats, key_types)} for path, (size, stats) in files.items()},
     }
     path = f"{directory}/{run_id}.json"
     with fs.open_output_stream(path) as out:

@@ -1,5 +1,5 @@
 """What pruning knows about one file (real or virtual): value bounds per column and per expression,
-and SOP bits.
+SOP bits, and the exact values of key columns.
 
 Bounds are built so they hold for every row whatever wrote the statistics (delta-rs, Delta Spark or
 deltaopt):
@@ -45,6 +45,7 @@ class FileStats:
     columns: Mapping[str, Bounds] = field(default_factory=dict)  # lower-cased dotted column path -> bounds
     expressions: Mapping[str, Bounds] = field(default_factory=dict)  # canonical expression SQL -> bounds
     sop: Mapping[str, bool] = field(default_factory=dict)  # canonical predicate -> some row satisfies it
+    keys: Mapping[str, frozenset[Any]] = field(default_factory=dict)  # lower-cased column -> every non-NULL value
 
 
 def column_bounds(type_name: str, low: Any, high: Any, nulls: int | None, nan_aware: bool) -> Bounds:
@@ -80,13 +81,15 @@ def file_stats(
         )
     expressions: dict[str, Bounds] = {}
     sop: dict[str, bool] = {}
+    keys: dict[str, frozenset[Any]] = {}
     if extended is not None:
+        keys = {column.lower(): values for column, values in extended.key_sets.items()}
         for expression, value_range in extended.ranges.items():
             expressions[expression] = column_bounds(
                 value_range.type_name, value_range.min, value_range.max, value_range.null_count, nan_aware=True
             )
         sop = {f: bit == "1" for f, bit in zip(extended.sop_features, extended.sop_bits, strict=True)}
-    return FileStats(data_file.path, data_file.num_records, columns, expressions, sop)
+    return FileStats(data_file.path, data_file.num_records, columns, expressions, sop, keys)
 
 
 def _partition_bounds(type_name: str, value: str | None) -> Bounds:

@@ -14,17 +14,18 @@ from optimizer.skipping.scan import plan_scan
 from optimizer.table import open_table
 from querylog.capture import SqlContext, capture_sql
 from querylog.predicates.attribute import JoinKey
-from querylog.records import DerivedFilter, scans_to_arrow
+from querylog.records import DerivedFilter, ScanRecord, scans_to_arrow
 from querylog.store import QueryLogTable
 
 pytestmark = pytest.mark.spark
 TS = datetime(2024, 1, 1, tzinfo=UTC)
 
 
-def _date_dim(path, rng):  # type: ignore[no-untyped-def]
-    """Keys 1..240, twelve months per year over 2000-2019 with a shuffled key order."""
+def _date_dim(path, rng, shuffled=True):  # type: ignore[no-untyped-def]
+    """Keys 1..240, twelve months per year over 2000-2019, in a shuffled key order unless not `shuffled`."""
     keys = list(range(1, 241))
-    rng.shuffle(keys)
+    if shuffled:
+        rng.shuffle(keys)
     rows = [(k, 2000 + i // 12, i % 12 + 1) for i, k in enumerate(keys)]
     write_deltalake(
         str(path),
@@ -44,13 +45,42 @@ def test_a_range_when_many_keys_join_a_list_when_few(spark, tmp_path):
     deriver = JoinDeriver(spark, {"date_dim": str(tmp_path / "date_dim")}, max_in=5)
     in_2001 = sorted(k for k, year, _ in rows if year == 2001)
     wide = deriver(JoinKey("ss_sold_date_sk", "date_dim", "d_date_sk", ("d_year = 2001",)))
-    assert {d.filter for d in wide} == {f"ss_sold_date_sk <= {in_2001[-1]}", f"ss_sold_date_sk >= {in_2001[0]}"}
+    key_range = {f"ss_sold_date_sk <= {in_2001[-1]}", f"ss_sold_date_sk >= {in_2001[0]}"}
+    key_set = f"ss_sold_date_sk IN ({', '.join(map(str, in_2001))})"  # 12 keys scattered over 1..240
+    assert {d.filter for d in wide} == {*key_range, key_set}
     assert {d.via for d in wide} == {"date_dim.d_date_sk WHERE d_year = 2001"}
     narrow_keys = sorted(k for k, year, month in rows if year == 2001 and month <= 3)
     narrow = deriver(JoinKey("ss_sold_date_sk", "date_dim", "d_date_sk", ("d_moy <= 3", "d_year = 2001")))
     assert [d.filter for d in narrow] == [f"ss_sold_date_sk IN ({', '.join(map(str, narrow_keys))})"]
     assert deriver(JoinKey("k", "date_dim", "d_date_sk", ("d_year = 1900",))) == ()  # nothing joins
     assert deriver(JoinKey("k", "unknown_dim", "x", ("x = 1",))) == ()  # not found: nothing derived
+
+
+def test_keys_are_listed_beyond_the_short_list_only_when_scattered_and_few(spark, tmp_path):
+    """A join-induced key set is what lets SOP gather a category's fact rows; contiguous keys (dates
+    assigned in order) are served by the range, and too many keys by the range alone."""
+    _date_dim(tmp_path / "ordered", random.Random(4), shuffled=False)
+    ordered = JoinDeriver(spark, {"date_dim": str(tmp_path / "ordered")}, max_in=5)
+    contiguous = ordered(JoinKey("k", "date_dim", "d_date_sk", ("d_year = 2001",)))
+    assert {d.filter for d in contiguous} == {"k >= 13", "k <= 24"}
+    rows = _date_dim(tmp_path / "shuffled", random.Random(4))
+    march = sorted(k for k, _, month in rows if month == 3)  # 20 keys, one per year, scattered
+    key = JoinKey("k", "date_dim", "d_date_sk", ("d_moy = 3",))
+    listed = JoinDeriver(spark, {"date_dim": str(tmp_path / "shuffled")}, max_in=5)(key)
+    assert f"k IN ({', '.join(map(str, march))})" in {d.filter for d in listed}
+    capped = JoinDeriver(spark, {"date_dim": str(tmp_path / "shuffled")}, max_in=5, max_keys=19)(key)
+    assert {d.filter for d in capped} == {f"k >= {march[0]}", f"k <= {march[-1]}"}
+
+
+def test_the_analyser_takes_a_key_set_as_a_whole_predicate_not_comparison_points():
+    from optimizer.analysis.workload import MAX_Z_IN_ITEMS, sop_candidates, summarize
+
+    key_set = f"k IN ({', '.join(str(7 * i) for i in range(MAX_Z_IN_ITEMS + 1))})"
+    short = "k IN (1, 2)"
+    records = [ScanRecord(f"q{i}", TS, "s", (text,), ("k",), "t") for i, text in enumerate([key_set, short, key_set])]
+    workload = summarize(records, TS, 3600.0)
+    assert workload.z["k"].points == {"1", "2"} and workload.z["k"].scans == 1
+    assert set(sop_candidates(workload, {"k"})) == {key_set}
 
 
 def test_one_aggregation_per_filter_and_table_version(spark, tmp_path):
@@ -133,7 +163,6 @@ def test_the_log_records_derived_filters_and_reads_logs_without_them(spark, tmp_
 
 def test_the_analysis_says_which_features_stand_for_dimension_filters():
     from optimizer.analysis.join_sources import join_sources
-    from querylog.records import ScanRecord
 
     via_year = "date_dim.d_date_sk WHERE d_year = 2001"
     via_month = "d.k WHERE m = 2"

@@ -17,7 +17,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from optimizer.skipping.extended import ExtendedStats, ValueRange
+from optimizer.skipping.extended import ExtendedStats, ValueRange, from_json, key_set, to_json
 from optimizer.skipping.filestats import file_stats
 from optimizer.table.access import DataFile
 from optimizer.table.stats import StatsColumn, delta_stats_json
@@ -34,6 +34,7 @@ TYPES = {
 UTC = dt.UTC
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 SOP_FEATURES = ("s LIKE '%x%'", "i IN (1, 2, 3)", "i > 5", "STARTSWITH(s, 'ab')")
+KEY_COLUMNS = ("i", "s", "d")  # the columns whose exact value sets deltaopt's files keep
 
 # ---- the oracle: Spark's semantics on a small predicate language ------------------------------------
 
@@ -280,7 +281,11 @@ def extended(rows: list[dict[str, Any]]) -> ExtendedStats:
         "int", min(months, default=None), max(months, default=None), sum(r["d"] is None for r in rows)
     )
     bits = "".join("1" if any(SOP_ORACLE[f](r) for r in rows) else "0" for f in SOP_FEATURES)
-    return ExtendedStats("run", {"MONTH(d)": month_range}, SOP_FEATURES, bits, float_max_includes_nan=True)
+    key_types = {c: TYPES[c] for c in KEY_COLUMNS}
+    found = {c: key_set(t, {r[c] for r in rows if r[c] is not None}) for c, t in key_types.items()}
+    keys = {c: v for c, v in found.items() if v is not None}
+    stats = ExtendedStats("run", {"MONTH(d)": month_range}, SOP_FEATURES, bits, True, keys)
+    return from_json(json.loads(json.dumps(to_json(stats, key_types))))  # as the index stores them
 
 
 def stats_for(rows: list[dict[str, Any]], writer: str = "ours", path: str = "f") -> Any:

@@ -86,3 +86,32 @@ def test_every_skip_answer_has_no_matching_row():
 def test_the_sop_bit_for_a_file_without_matches_is_clear():
     stats = stats_for([row_from_json({"i": 0, "s": "ba"})])
     assert stats.sop["i > 5"] is False, "no row has i > 5, so its bit must be clear"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    low=st.one_of(st.none(), st.integers(-20, 20)),
+    width=st.one_of(st.none(), st.integers(0, 15)),
+    nan=st.booleans(),
+    items=st.lists(st.one_of(st.none(), st.integers(-30, 30)), min_size=1, max_size=40),
+)
+def test_an_in_list_is_judged_as_its_values_one_by_one(low, width, nan, items):
+    """The IN leaf's binary search over the sorted list answers what comparing each value did (the
+    per-value answers of `_compare`, with NULL items never making the list FALSE)."""
+    from sqlglot import exp
+
+    from optimizer.skipping.filestats import Bounds, FileStats
+    from optimizer.skipping.pruning import _compare, _in
+
+    high = None if width is None else (low or 0) + width
+    bounds = Bounds("number", low, high, nulls=0, nan_possible=nan)
+    stats = FileStats("f", 100, {"x": bounds})
+    node = exp.In(
+        this=exp.column("x"), expressions=[exp.Null() if i is None else exp.Literal.number(i) for i in items]
+    )
+    present = [i for i in items if i is not None]
+    expected = (
+        any(_compare(exp.EQ, bounds, v)[0] for v in present),
+        None not in items and all(_compare(exp.EQ, bounds, v)[1] for v in present),
+    )
+    assert _in(node, stats) == expected

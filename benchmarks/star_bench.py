@@ -1,0 +1,327 @@
+"""A star schema with recurring query families: how much of the fact table each layout lets a reader
+skip when the selective filters sit on the dimensions.
+
+    python -m benchmarks star [--scale 0.1] [--queries 300]
+
+One run:
+
+1. generates TPC-H ``lineitem`` (the fact table, in 4 appends as loaded), ``part`` and ``supplier``
+   with ``tpchgen-cli`` and writes them as Delta tables under one warehouse;
+2. draws `queries` SQL queries from six families (`FAMILIES`), each with literals that change from
+   query to query, popular values more often (`SKEW`): a part brand, a part container, a supplier
+   nation (dimension filters whose keys are scattered over the key domain), a ship month (a direct
+   range), a brand within a month, and a part type (more keys than a key set may list: the limit);
+3. imports them twice with schemas and join derivation: once with ranges only (deltaopt before
+   join-induced key sets: ``JoinDeriver(max_keys=0)``) and once as the product does now;
+4. lays ``lineitem`` out four ways: none (as loaded), delta-rs ``z_order`` on the columns an expert
+   picks (ship date, part key, supplier key), and the service's decision (analysis, layout search,
+   cost and benefit, priced for readers through deltaopt's pruning; written whatever the action) on
+   each log;
+5. replays every query's scan with its direct and derived filters (from the second log: the same
+   filters for every layout) and reports, per family and layout, the fact bytes and files read by
+   deltaopt's pruning, by a reader that only has Delta's min/max (what dynamic file pruning on file
+   statistics sees), by DuckDB's Delta extension, and the lower bound: files that hold a matching row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import sqlglot
+from deltalake import DeltaTable, write_deltalake
+
+from benchmarks.common import table, write_report
+from benchmarks.replay_data import _plain
+from benchmarks.standard_reader import DuckDBReader
+from costmodel.cost import DEFAULT_MODEL
+from optimizer import tpch
+from optimizer.analysis import TableContext
+from optimizer.catalog import build_catalog
+from optimizer.clustering import optimize
+from optimizer.config import SparkSettings, Thresholds
+from optimizer.estimate.decision import estimate
+from optimizer.joins import JoinDeriver
+from optimizer.runtime import build_session
+from optimizer.skipping.scan import plan_scan, table_file_stats
+from optimizer.table import open_table
+from querylog.capture import Captured, SqlContext, capture_sql
+from querylog.store import QueryLogTable
+
+EXPERT = ("l_shipdate", "l_partkey", "l_suppkey")
+APPENDS = 4
+SIZES = ("SM", "MED", "LG", "JUMBO", "WRAP")
+CONTAINERS = ("CASE", "BOX", "BAG", "JAR", "PKG", "PACK", "CAN", "DRUM")
+METALS = ("TIN", "NICKEL", "BRASS", "STEEL", "COPPER")
+SKEW = 1.2
+PART = "lineitem JOIN part ON l_partkey = p_partkey"
+SUPPLIER = "lineitem JOIN supplier ON l_suppkey = s_suppkey"
+
+
+def _popular(rng: random.Random, values: list[Any]) -> Any:
+    """One of `values`, the earlier ones more often (weights 1/rank^`SKEW`): dashboards and reports
+    repeat popular dimension values, and a SOP feature needs a filter that recurs."""
+    return rng.choices(values, weights=[1 / (rank + 1) ** SKEW for rank in range(len(values))])[0]
+
+
+BRANDS = [f"Brand#{m}{n}" for m in range(1, 6) for n in range(1, 6)]
+random.Random(5).shuffle(BRANDS)
+CONTAINER_NAMES = [f"{size} {kind}" for size in SIZES for kind in CONTAINERS]
+random.Random(6).shuffle(CONTAINER_NAMES)
+NATIONS = random.Random(7).sample(range(25), 25)
+
+
+def _brand(rng: random.Random) -> str:
+    return f"p_brand = '{_popular(rng, BRANDS)}'"
+
+
+def _month(rng: random.Random) -> str:
+    year, month = rng.randint(1992, 1998), rng.randint(1, 12)
+    end = f"{year + month // 12}-{month % 12 + 1:02d}-01"
+    return f"l_shipdate >= DATE '{year}-{month:02d}-01' AND l_shipdate < DATE '{end}'"
+
+
+FAMILIES = {
+    "part brand": lambda r: f"SELECT SUM(l_extendedprice) FROM {PART} WHERE {_brand(r)}",
+    "part container": lambda r: (
+        f"SELECT SUM(l_quantity) FROM {PART} WHERE p_container = '{_popular(r, CONTAINER_NAMES)}'"
+    ),
+    "supplier nation": lambda r: (
+        f"SELECT SUM(l_extendedprice) FROM {SUPPLIER} WHERE s_nationkey = {_popular(r, NATIONS)}"
+    ),
+    "ship month": lambda r: f"SELECT SUM(l_extendedprice) FROM lineitem WHERE {_month(r)}",
+    "brand in a month": lambda r: f"SELECT SUM(l_discount) FROM {PART} WHERE {_brand(r)} AND {_month(r)}",
+    "part type": lambda r: f"SELECT SUM(l_quantity) FROM {PART} WHERE p_type LIKE '%{_popular(r, list(METALS))}'",
+}
+
+
+def generate(warehouse: Path, scale: float) -> None:
+    """lineitem (in `APPENDS` appends, as generated), part and supplier as Delta tables."""
+    raw = warehouse.parent / "tpch"
+    for name in ("part", "supplier"):
+        (path,) = tpch.generate(name, scale, raw)
+        write_deltalake(str(warehouse / name), _plain(pq.read_table(path)))
+    paths = tpch.generate("lineitem", scale, raw)
+    lineitem = _plain(pa.concat_tables([pq.read_table(p) for p in paths]))
+    step = -(-lineitem.num_rows // APPENDS)
+    for start in range(0, lineitem.num_rows, step):
+        write_deltalake(str(warehouse / "lineitem"), lineitem.slice(start, step), mode="append")
+
+
+def workload(count: int, seed: int = 29) -> list[tuple[str, str]]:
+    """(family, SQL) pairs, the families interleaved at random."""
+    rng = random.Random(seed)
+    names = list(FAMILIES)
+    return [(family, FAMILIES[family](rng)) for family in (rng.choice(names) for _ in range(count))]
+
+
+def matching_files(reader: DuckDBReader, root: str, paths: list[str], where: str | None) -> set[str]:
+    """The lower bound: the files (relative paths) holding at least one row that satisfies `where`."""
+    if not where:
+        return set(paths)
+    condition = sqlglot.transpile(where, read="spark", write="duckdb")[0]
+    listed = ", ".join(f"'{root}/{p}'" for p in paths)
+    rows = reader.connection.execute(
+        f"SELECT DISTINCT filename FROM read_parquet([{listed}], filename = true) WHERE {condition}"
+    ).fetchall()
+    return {str(r[0])[len(root) + 1 :] for r in rows}
+
+
+def replay(path: str, scans: list[tuple[str, Any]], reader: DuckDBReader) -> dict[str, Any]:
+    """Per family: queries, and the column bytes and files read by each reader over its scans."""
+    delta = open_table(path)
+    snapshot = delta.snapshot()
+    stats = table_file_stats(delta, snapshot)
+    min_max = [replace(s, expressions={}, sop={}) for s in stats]  # Delta's statistics only
+    by_path = {s.path: s for s in stats}
+    paths = [f.path for f in snapshot.files]
+    families: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float, {"duckdb files": 0.0}))
+    for family, scan in scans:
+        where = " AND ".join(scan.filters) or None
+        counts = families[family]
+        counts["queries"] += 1
+        bound = matching_files(reader, path, paths, where)
+        for reader_name, file_stats in (("deltaopt", stats), ("min/max", min_max)):
+            plan = plan_scan(delta, where, scan.columns, snapshot=snapshot, stats=file_stats)
+            counts[f"{reader_name} files"] += len(plan.files)
+            counts[f"{reader_name} bytes"] += plan.column_bytes_read or 0
+            counts["unsound"] += not bound <= {f.path for f in plan.files}  # a matching file skipped
+        plan = plan_scan(delta, None, scan.columns, snapshot=snapshot, stats=[by_path[p] for p in sorted(bound)])
+        counts["bound files"] += len(bound)
+        counts["bound bytes"] += plan.column_bytes_read or 0
+        seen = reader.files_scanned(path, where)
+        if seen is not None:
+            counts["duckdb files"] += seen.files
+            counts["duckdb known"] += 1
+    return {"files": len(paths), "rows": snapshot.num_records, "families": {k: dict(v) for k, v in families.items()}}
+
+
+def _import(work: Path, drawn: list[tuple[str, str]], context: SqlContext, label: str) -> QueryLogTable:
+    """Each query captured as the recorder does, with query id ``q<i>`` (its position in `drawn`)."""
+    log = QueryLogTable(str(work / f"log-{label}"))
+    now = datetime.now(UTC)
+    captured = Captured()
+    memo = context.templates()
+    for i, (_, text) in enumerate(drawn):
+        captured += capture_sql(text, now, "star", context, query_id=f"q{i}", scans=memo)
+    log.append(captured.scans)
+    derived = sum(1 for s in captured.scans if s.derived)
+    print(f"import ({label}): {len(captured.scans)} scans, {derived} with derived filters")
+    return log
+
+
+def run(
+    scale: float = 0.1, queries: int = 300, *, spark: Any = None, work: Path | None = None, report: bool = True
+) -> dict[str, Any]:
+    """The whole benchmark; `report=False` (the tests) writes no report."""
+    work = work or Path(tempfile.mkdtemp(prefix="deltaopt-star-"))
+    warehouse = work / "warehouse"
+    clock = time.perf_counter()
+    generate(warehouse, scale)
+    generated = time.perf_counter() - clock
+    drawn = workload(queries)
+    spark = spark or build_session(SparkSettings(master="local[2]", shuffle_partitions=8, driver_memory="8g"))
+    catalog = build_catalog(locations=[str(warehouse)])
+    logs = {}
+    for label, deriver in (
+        ("ranges only", JoinDeriver(spark, catalog.locations, max_keys=0)),
+        ("key sets", JoinDeriver(spark, catalog.locations)),
+    ):
+        context = SqlContext(schema=catalog.schema, watched={"lineitem"}, derive=deriver)
+        logs[label] = _import(work, drawn, context, label)
+    scans = sorted(logs["key sets"].read("lineitem"), key=lambda s: int(s.query_id[1:]))
+    if len(scans) != len(drawn):
+        raise RuntimeError(f"{len(drawn)} queries drawn but {len(scans)} lineitem scans logged")
+
+    base = warehouse / "lineitem"
+    snapshot = open_table(str(base)).snapshot()
+    target = max(1 << 20, snapshot.total_bytes // 48)
+    layouts: dict[str, str] = {"none (as loaded)": str(base)}
+    seconds: dict[str, float] = {}
+    expert = work / "lineitem_zorder"
+    shutil.copytree(base, expert)
+    clock = time.perf_counter()
+    DeltaTable(str(expert)).optimize.z_order(list(EXPERT), target_size=target)
+    seconds["expert"] = round(time.perf_counter() - clock, 1)
+    layouts[f"delta-rs z_order({', '.join(EXPERT)})"] = str(expert)
+    # priced for readers that read through deltaopt's pruning (the question here); the min/max and
+    # DuckDB columns show what standard readers get from the same layouts
+    thresholds = Thresholds(sample_rows=100_000, target_file_size=target, min_new_bytes=1, readers={"deltaopt": 1.0})
+    decisions = {}
+    for label, log in logs.items():
+        context = TableContext(
+            spark, open_table(str(base)), "lineitem", log, thresholds, datetime.now(UTC), DEFAULT_MODEL
+        )
+        decision = estimate(context)
+        name = f"deltaopt ({label})"
+        decisions[name] = {"action": decision.action.value, "reason": decision.reason, **decision.as_dict()["features"]}
+        if decision.features is None or decision.features.is_empty:
+            continue
+        copy = work / f"lineitem_{len(layouts)}"
+        shutil.copytree(base, copy)
+        clock = time.perf_counter()
+        optimize(spark, open_table(str(copy)), decision.features, target)
+        seconds[name] = round(time.perf_counter() - clock, 1)
+        layouts[name] = str(copy)
+
+    reader = DuckDBReader()
+    families = [f for f, _ in drawn]
+    measured = {name: replay(path, list(zip(families, scans, strict=True)), reader) for name, path in layouts.items()}
+    reader.close()
+    results = {
+        "scale": scale,
+        "queries": queries,
+        "generate_seconds": round(generated, 1),
+        "decisions": decisions,
+        "rewrite_seconds": seconds,
+        "layouts": measured,
+        "duckdb_errors": dict(reader.errors),
+    }
+    if report:
+        (Path(__file__).parent / "reports" / "star.json").write_text(json.dumps(results, indent=1, default=str))
+        _report(results)
+    return results
+
+
+def _report(results: dict[str, Any]) -> None:
+    layouts = results["layouts"]
+    none = layouts["none (as loaded)"]["families"]
+    rows = []
+    for family in FAMILIES:
+        if family not in none:
+            continue
+        base = none[family]["deltaopt bytes"] or 1
+        for name, measured in layouts.items():
+            c = measured["families"][family]
+            q = c["queries"]
+            rows.append(
+                (
+                    family if name == "none (as loaded)" else "",
+                    name,
+                    f"{c['deltaopt bytes'] / q / 1e6:.2f} ({c['deltaopt bytes'] / base:.3f})",
+                    f"{c['deltaopt files'] / q:.1f}",
+                    f"{c['min/max bytes'] / q / 1e6:.2f} ({c['min/max bytes'] / base:.3f})",
+                    f"{c['duckdb files'] / c['duckdb known']:.1f}" if c.get("duckdb known") else "-",
+                    f"{c['bound bytes'] / q / 1e6:.2f} / {c['bound files'] / q:.1f}",
+                )
+            )
+    files = ", ".join(f"{name}: {m['files']}" for name, m in layouts.items())
+    unsound = sum(c.get("unsound", 0) for m in layouts.values() for c in m["families"].values())
+    body = (
+        f"TPC-H scale {results['scale']} (lineitem the fact table; part, supplier its dimensions), generated in "
+        f"{results['generate_seconds']} s; {results['queries']} queries from {len(FAMILIES)} families.\n\n"
+        f"Files per layout: {files}. Rewrite seconds: {json.dumps(results['rewrite_seconds'])}. "
+        f"Scans where a reader skipped a file holding a matching row: {unsound}.\n\n"
+        "Per family and layout, per query: fact column MB read by deltaopt's pruning (share of none's), "
+        "files it reads, MB read by a reader with Delta's min/max only (dynamic file pruning on file "
+        "statistics; share of none's), files DuckDB's Delta extension scans, and the lower bound "
+        "(MB / files holding a matching row). The filters are the same for every layout: the direct ones "
+        "and those derived from the dimension filters (ranges and key sets).\n\n"
+        + table(
+            ("family", "layout", "deltaopt MB", "deltaopt files", "min/max MB", "DuckDB files", "bound MB / files"),
+            rows,
+        )
+        + "\n\nThe service's decisions (trigger gate off; the layout is written whatever the action):\n\n"
+        + "".join(f"- {name}: {_short(json.dumps(d))}\n" for name, d in results["decisions"].items())
+        + (
+            f"\nDuckDB errors (those scans' counts unknown): {results['duckdb_errors']}\n"
+            if results["duckdb_errors"]
+            else ""
+        )
+    )
+    print(body)
+    write_report(
+        "star",
+        "Star schema: fact bytes read per query family and layout",
+        body,
+        f"python -m benchmarks star --scale {results['scale']} --queries {results['queries']}",
+    )
+
+
+def _short(text: str) -> str:
+    """Key lists as their size: a decision's join-induced features list hundreds of keys."""
+    return re.sub(
+        r"IN \(([^()]*)\)",
+        lambda m: f"IN (<{m.group(1).count(',') + 1} keys>)" if m.group(1).count(",") >= 8 else m.group(0),
+        text,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks star")
+    parser.add_argument("--scale", type=float, default=0.1)
+    parser.add_argument("--queries", type=int, default=300)
+    args = parser.parse_args(argv)
+    run(args.scale, args.queries)
