@@ -144,7 +144,7 @@ def replay(path: str, scans: list[tuple[str, Any]], reader: DuckDBReader) -> dic
     delta = open_table(path)
     snapshot = delta.snapshot()
     stats = table_file_stats(delta, snapshot)
-    min_max = [replace(s, expressions={}, sop={}) for s in stats]  # Delta's statistics only
+    min_max = [replace(s, expressions={}, sop={}, keys={}) for s in stats]  # Delta's statistics only
     by_path = {s.path: s for s in stats}
     paths = [f.path for f in snapshot.files]
     families: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float, {"duckdb files": 0.0}))

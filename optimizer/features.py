@@ -44,6 +44,7 @@ class FeatureSet:
     z_add: tuple[ZFeature, ...] = ()
     sop_add: tuple[SopFeature, ...] = ()
     sop_weights: Mapping[str, float] = field(default_factory=dict)  # predicate -> workload weight
+    sop_leads: bool = False  # files cut by SOP id first, Z-order within (not the SOP id as a Z dimension)
 
     @property
     def is_empty(self) -> bool:
@@ -53,13 +54,16 @@ class FeatureSet:
         return float(self.sop_weights.get(feature.predicate, 1.0))
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        document: dict[str, object] = {
             "z": [f.expression for f in self.z],
             "sop": [f.predicate for f in self.sop],
             "z_add": [f.expression for f in self.z_add],
             "sop_add": [f.predicate for f in self.sop_add],
             "sop_weights": dict(self.sop_weights),
         }
+        if self.sop_leads:  # absent when false: records and indexes written before it read the same
+            document["sop_leads"] = True
+        return document
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> FeatureSet:
@@ -74,4 +78,5 @@ class FeatureSet:
             z_add=tuple(ZFeature(e) for e in items("z_add")),
             sop_add=tuple(SopFeature(p) for p in items("sop_add")),
             sop_weights={str(k): float(v) for k, v in weights.items()} if isinstance(weights, Mapping) else {},
+            sop_leads=data.get("sop_leads") is True,
         )

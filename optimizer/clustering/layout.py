@@ -223,21 +223,25 @@ def _zorder_features(
     boundary_rows: int = 100_000,
     observe: Callable[[DataFrame], DataFrame] | None = None,
 ) -> tuple[DataFrame, list[Dimension]]:
-    """C3: the Z features (and the SOP id) as helper columns, Z-ordered into `files` files, helpers dropped."""
+    """C3: the Z features (and the SOP id) as helper columns, Z-ordered into `files` files, helpers dropped.
+    The SOP id is one more Z dimension, or, with `features.sop_leads` and Z features, leads the order:
+    each SOP partition then fills files of its own (a partition smaller than a file is gathered into
+    one, where interleaving would spread it along the Z curve)."""
     columns: list[str] = []
     for i, feature in enumerate(features.z):
         frame = frame.withColumn(f"__z{i}", expression_column(feature.expression))
         columns.append(f"__z{i}")
-    if sop_id:
+    lead = sop_id and features.sop_leads and bool(columns)
+    if sop_id and not lead:
         columns.append("__sop_id")
     laid_out, dimensions = zorder(
         frame,
         columns,
         files,
         rows=rows,
-        leading=list(partition_columns),
+        leading=[*partition_columns, *(["__sop_id"] if lead else [])],
         sample_rows=boundary_rows,
         file_column=file_column,
         observe=observe,
     )
-    return laid_out.drop(*columns), dimensions
+    return laid_out.drop(*columns, *(["__sop_id"] if lead else [])), dimensions

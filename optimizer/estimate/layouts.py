@@ -51,9 +51,16 @@ def search_features(
     once, on the layouts that `evaluate_layouts` compares afterwards) against the cost model. When no
     feature pays on skipping alone, the one that came closest is returned for that full estimate."""
 
-    def score(layout: FeatureSet) -> Score:
+    def scored(layout: FeatureSet) -> Score:
         benefit = layout_benefit(replay, snapshot, layout, sample, thresholds=thresholds, every_reader=False)
         return Score(benefit.benefit, layout_cost(cost_model, new_bytes, layout).seconds)
+
+    def score(layout: FeatureSet) -> Score:
+        """The better of the layout's two orders where it has both kinds of feature: a SOP feature true
+        on few rows pays only when its partition is gathered (`evaluate_layouts` then picks the order)."""
+        if not (layout.z and layout.sop):
+            return scored(layout)
+        return max(scored(layout), scored(replace(layout, sop_leads=True)), key=lambda s: s.net)
 
     result = greedy_search(
         pool,
@@ -126,6 +133,8 @@ def candidate_layouts(features: FeatureSet) -> list[tuple[str, FeatureSet]]:
     benefit estimate pick the features). A feature left out of clustering keeps its statistics."""
     candidates = [("as analysed", features)]
     if features.z and features.sop:
+        if not features.sop_leads:
+            candidates.append(("SOP id leading", replace(features, sop_leads=True)))
         candidates.append(
             ("Z-order only", FeatureSet(z=features.z, z_add=features.z_add, sop_add=(*features.sop, *features.sop_add)))
         )

@@ -64,6 +64,8 @@ def _features(decision):  # type: ignore[no-untyped-def]
 
 
 def test_candidate_layouts_keep_left_out_features_as_statistics():
+    from dataclasses import replace
+
     from optimizer.estimate.layouts import candidate_layouts
     from optimizer.features import FeatureSet, SopFeature, ZFeature
 
@@ -74,7 +76,8 @@ def test_candidate_layouts_keep_left_out_features_as_statistics():
         sop_weights={"s = 1": 3.0},
     )
     layouts = dict(candidate_layouts(features))
-    assert list(layouts) == ["as analysed", "Z-order only", "SOP only", "without Z feature b"]
+    assert list(layouts) == ["as analysed", "SOP id leading", "Z-order only", "SOP only", "without Z feature b"]
+    assert layouts["SOP id leading"] == replace(features, sop_leads=True)
     assert [f.predicate for f in layouts["Z-order only"].sop_add] == ["s = 1", "t = 2"]
     assert [f.expression for f in layouts["SOP only"].z_add] == ["a", "b"]
     assert [f.expression for f in layouts["without Z feature b"].z] == ["a"]
