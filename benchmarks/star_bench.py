@@ -1,7 +1,7 @@
 """A star schema with recurring query families: how much of the fact table each layout lets a reader
 skip when the selective filters sit on the dimensions.
 
-    python -m benchmarks star [--scale 0.1] [--queries 300]
+    python -m benchmarks star [--scale 0.1] [--queries 300] [--family NAME ...]
 
 One run:
 
@@ -13,10 +13,11 @@ One run:
    range), a brand within a month, and a part type (more keys than a key set may list: the limit);
 3. imports them twice with schemas and join derivation: once with ranges only (deltaopt before
    join-induced key sets: ``JoinDeriver(max_keys=0)``) and once as the product does now;
-4. lays ``lineitem`` out four ways: none (as loaded), delta-rs ``z_order`` on the columns an expert
+4. lays ``lineitem`` out five ways: none (as loaded), delta-rs ``z_order`` on the columns an expert
    picks (ship date, part key, supplier key), and the service's decision (analysis, layout search,
    cost and benefit, priced for readers through deltaopt's pruning; written whatever the action) on
-   each log;
+   the first log, on the second without the dimensions' locations (key sets, no joined features) and
+   on the second with them (joined features may be chosen);
 5. replays every query's scan with its direct and derived filters (from the second log: the same
    filters for every layout) and reports, per family and layout, the fact bytes and files read by
    deltaopt's pruning, by a reader that only has Delta's min/max (what dynamic file pruning on file
@@ -33,6 +34,7 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -120,10 +122,10 @@ def generate(warehouse: Path, scale: float) -> None:
         write_deltalake(str(warehouse / "lineitem"), lineitem.slice(start, step), mode="append")
 
 
-def workload(count: int, seed: int = 29) -> list[tuple[str, str]]:
-    """(family, SQL) pairs, the families interleaved at random."""
+def workload(count: int, seed: int = 29, families: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """(family, SQL) pairs, the `families` (default: all) interleaved at random."""
     rng = random.Random(seed)
-    names = list(FAMILIES)
+    names = list(families or FAMILIES)
     return [(family, FAMILIES[family](rng)) for family in (rng.choice(names) for _ in range(count))]
 
 
@@ -183,15 +185,24 @@ def _import(work: Path, drawn: list[tuple[str, str]], context: SqlContext, label
 
 
 def run(
-    scale: float = 0.1, queries: int = 300, *, spark: Any = None, work: Path | None = None, report: bool = True
+    scale: float = 0.1,
+    queries: int = 300,
+    *,
+    families: Sequence[str] = (),
+    spark: Any = None,
+    work: Path | None = None,
+    report: bool = True,
 ) -> dict[str, Any]:
-    """The whole benchmark; `report=False` (the tests) writes no report."""
+    """The whole benchmark over `families` (default: all); `report=False` (the tests) writes no report."""
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        raise ValueError(f"unknown families {unknown}; known: {sorted(FAMILIES)}")
     work = work or Path(tempfile.mkdtemp(prefix="deltaopt-star-"))
     warehouse = work / "warehouse"
     clock = time.perf_counter()
     generate(warehouse, scale)
     generated = time.perf_counter() - clock
-    drawn = workload(queries)
+    drawn = workload(queries, families=families)
     spark = spark or build_session(SparkSettings(master="local[2]", shuffle_partitions=8, driver_memory="8g"))
     catalog = build_catalog(locations=[str(warehouse)])
     logs = {}
@@ -220,9 +231,15 @@ def run(
     # DuckDB columns show what standard readers get from the same layouts
     thresholds = Thresholds(sample_rows=100_000, target_file_size=target, min_new_bytes=1, readers={"deltaopt": 1.0})
     decisions = {}
-    for label, log in logs.items():
+    runs = [  # (label, log, where dimensions are: joined features need them)
+        ("ranges only", logs["ranges only"], {}),
+        ("key sets", logs["key sets"], {}),
+        ("joined features", logs["key sets"], dict(catalog.locations)),
+    ]
+    for label, log, locations in runs:
+        now = datetime.now(UTC)
         context = TableContext(
-            spark, open_table(str(base)), "lineitem", log, thresholds, datetime.now(UTC), DEFAULT_MODEL
+            spark, open_table(str(base)), "lineitem", log, thresholds, now, DEFAULT_MODEL, locations=locations
         )
         decision = estimate(context)
         name = f"deltaopt ({label})"
@@ -237,12 +254,13 @@ def run(
         layouts[name] = str(copy)
 
     reader = DuckDBReader()
-    families = [f for f, _ in drawn]
-    measured = {name: replay(path, list(zip(families, scans, strict=True)), reader) for name, path in layouts.items()}
+    of_query = [f for f, _ in drawn]
+    measured = {name: replay(path, list(zip(of_query, scans, strict=True)), reader) for name, path in layouts.items()}
     reader.close()
     results = {
         "scale": scale,
         "queries": queries,
+        "families": list(families or FAMILIES),
         "generate_seconds": round(generated, 1),
         "decisions": decisions,
         "rewrite_seconds": seconds,
@@ -250,12 +268,22 @@ def run(
         "duckdb_errors": dict(reader.errors),
     }
     if report:
-        (Path(__file__).parent / "reports" / "star.json").write_text(json.dumps(results, indent=1, default=str))
-        _report(results)
+        report_name = _report_name(families)
+        (Path(__file__).parent / "reports" / f"{report_name}.json").write_text(
+            json.dumps(results, indent=1, default=str)
+        )
+        _report(results, report_name)
     return results
 
 
-def _report(results: dict[str, Any]) -> None:
+def _report_name(families: Sequence[str]) -> str:
+    """``star`` for every family, else ``star-`` and the families' words."""
+    if not families or set(families) == set(FAMILIES):
+        return "star"
+    return "star-" + "-".join(re.sub(r"[^a-z]+", "-", f.lower()).strip("-") for f in families)
+
+
+def _report(results: dict[str, Any], report_name: str) -> None:
     layouts = results["layouts"]
     none = layouts["none (as loaded)"]["families"]
     rows = []
@@ -281,7 +309,8 @@ def _report(results: dict[str, Any]) -> None:
     unsound = sum(c.get("unsound", 0) for m in layouts.values() for c in m["families"].values())
     body = (
         f"TPC-H scale {results['scale']} (lineitem the fact table; part, supplier its dimensions), generated in "
-        f"{results['generate_seconds']} s; {results['queries']} queries from {len(FAMILIES)} families.\n\n"
+        f"{results['generate_seconds']} s; {results['queries']} queries from {len(results['families'])} "
+        f"families ({', '.join(results['families'])}).\n\n"
         f"Files per layout: {files}. Rewrite seconds: {json.dumps(results['rewrite_seconds'])}. "
         f"Scans where a reader skipped a file holding a matching row: {unsound}.\n\n"
         "Per family and layout, per query: fact column MB read by deltaopt's pruning (share of none's), "
@@ -302,11 +331,12 @@ def _report(results: dict[str, Any]) -> None:
         )
     )
     print(body)
+    chosen = "" if report_name == "star" else "".join(f" --family '{f}'" for f in results["families"])
     write_report(
-        "star",
+        report_name,
         "Star schema: fact bytes read per query family and layout",
         body,
-        f"python -m benchmarks star --scale {results['scale']} --queries {results['queries']}",
+        f"python -m benchmarks star --scale {results['scale']} --queries {results['queries']}{chosen}",
     )
 
 
@@ -323,5 +353,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks star")
     parser.add_argument("--scale", type=float, default=0.1)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument(
+        "--family", action="append", default=[], choices=sorted(FAMILIES), help="only these query families (repeat)"
+    )
     args = parser.parse_args(argv)
-    run(args.scale, args.queries)
+    run(args.scale, args.queries, families=args.family)

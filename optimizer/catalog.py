@@ -94,6 +94,18 @@ def schemas_from_locations(locations: Iterable[str]) -> Catalog:
     return Catalog(schema, where)
 
 
+def table_locations(watched: Mapping[str, str], locations: Iterable[str]) -> dict[str, str]:
+    """{lower-case name: URI} of the Delta tables under `locations` and the `watched` ones ({name: path}):
+    where joined features find their dimensions. A location that cannot be listed is left out."""
+    found: dict[str, str] = {}
+    for location in locations:
+        try:
+            found.update({k: v for k, v in delta_tables_under(location).items() if k not in found})
+        except SchemaSourceError as err:
+            log.warning("no tables listed under %s: %s", location, err)
+    return {**found, **{n.lower(): p for n, p in watched.items()}}
+
+
 def schemas_from_spark_catalog(spark: SparkSession) -> Schema:
     """{table: {column: type}} of the tables and views in the session's catalog (every database), by
     bare and by qualified name. A table the catalog lists but cannot describe is skipped."""

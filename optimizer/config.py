@@ -97,6 +97,13 @@ class Thresholds(_Model):
     )
     max_z_features: int = Field(4, ge=1, le=8, description="Z-order dimensions, SOP id not counted")
     max_sop_features: int = Field(24, ge=1, le=64, description="SOP clustering features")
+    max_joined_features: int = Field(
+        2,
+        ge=0,
+        le=4,
+        description="dimension attributes filtered through a join that may become Z dimensions of this fact table "
+        "(looked up by a join when it is laid out; the estimate compares layouts with and without them); 0: none",
+    )
     z_correlation_epsilon: float = Field(0.05, gt=0, lt=0.5, description="epsilon of the sort-index")
     sop_correlation_phi: float = Field(0.8, gt=0, le=1, description="phi: mean-square contingency edge")
     target_file_size: ByteSize = Field(128 << 20, description="size of the files OPTIMIZE writes")

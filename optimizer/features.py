@@ -4,7 +4,9 @@ estimator (docs/ARCHITECTURE.md, contract 1).
 A Z feature is a deterministic scalar expression over one column (a column, or ``MONTH(l_shipdate)``,
 ``props['k']``, ...) compared with literals; a SOP feature is a whole boolean predicate. Both are
 kept as canonical Spark SQL text produced by `querylog.predicates.normalize`; sqlglot trees are
-re-parsed from that text where needed.
+re-parsed from that text where needed. A joined feature is a column of a dimension table reached
+through the fact table's join key (``part.p_brand`` through ``l_partkey``): one more Z dimension,
+looked up by a join when rows are laid out (`optimizer.clustering.joined`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,40 @@ class SopFeature:
 
 
 @dataclass(frozen=True)
+class JoinedFeature:
+    """`attribute` of the dimension table at `location` (named `dimension`), for the fact rows whose
+    `fact_column` equals its `key`. Files record no statistics of it (it is not stored): readers skip by
+    the key sets kept for `fact_column`, which stay true whatever later happens to the dimension."""
+
+    fact_column: str
+    dimension: str
+    location: str
+    key: str
+    attribute: str
+
+    @property
+    def helper(self) -> str:
+        """The column the attribute is looked up into while rows are laid out or estimated (and the
+        name the estimate's replay states the dimension filters on)."""
+        return joined_helper(self.fact_column, self.dimension, self.attribute)
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "fact_column": self.fact_column,
+            "dimension": self.dimension,
+            "location": self.location,
+            "key": self.key,
+            "attribute": self.attribute,
+        }
+
+
+def joined_helper(fact_column: str, dimension: str, attribute: str) -> str:
+    """``__j_<fact column>_<dimension>_<attribute>``, lower-cased, non-identifier characters as ``_``."""
+    text = f"__j_{fact_column}_{dimension}_{attribute}".lower()
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in text)
+
+
+@dataclass(frozen=True)
 class FeatureSet:
     """What to cluster on (`z`, `sop`) and what to keep statistics for (`z_add`, `sop_add`)."""
 
@@ -45,10 +81,11 @@ class FeatureSet:
     sop_add: tuple[SopFeature, ...] = ()
     sop_weights: Mapping[str, float] = field(default_factory=dict)  # predicate -> workload weight
     sop_leads: bool = False  # files cut by SOP id first, Z-order within (not the SOP id as a Z dimension)
+    joined: tuple[JoinedFeature, ...] = ()  # dimension attributes, Z dimensions after `z`
 
     @property
     def is_empty(self) -> bool:
-        return not (self.z or self.sop)
+        return not (self.z or self.sop or self.joined)
 
     def weight(self, feature: SopFeature) -> float:
         return float(self.sop_weights.get(feature.predicate, 1.0))
@@ -63,6 +100,8 @@ class FeatureSet:
         }
         if self.sop_leads:  # absent when false: records and indexes written before it read the same
             document["sop_leads"] = True
+        if self.joined:  # likewise absent when there are none
+            document["joined"] = [j.as_dict() for j in self.joined]
         return document
 
     @classmethod
@@ -72,6 +111,7 @@ class FeatureSet:
             return [str(v) for v in value] if isinstance(value, list | tuple) else []
 
         weights = data.get("sop_weights") or {}
+        joined = data.get("joined") or []
         return cls(
             z=tuple(ZFeature(e) for e in items("z")),
             sop=tuple(SopFeature(p) for p in items("sop")),
@@ -79,4 +119,12 @@ class FeatureSet:
             sop_add=tuple(SopFeature(p) for p in items("sop_add")),
             sop_weights={str(k): float(v) for k, v in weights.items()} if isinstance(weights, Mapping) else {},
             sop_leads=data.get("sop_leads") is True,
+            joined=tuple(
+                JoinedFeature(**{k: str(j[k]) for k in _JOINED_FIELDS})
+                for j in (joined if isinstance(joined, list) else [])
+                if isinstance(j, Mapping) and all(k in j for k in _JOINED_FIELDS)
+            ),
         )
+
+
+_JOINED_FIELDS = ("fact_column", "dimension", "location", "key", "attribute")

@@ -101,19 +101,13 @@ class JoinDeriver:
             column = F.col(f"`{key.other_column}`")
             keys = frame.select(column.alias("k")).where(F.col("k").isNotNull()).distinct()
             values = [r["k"] for r in keys.limit(max(self.max_in, self.max_keys) + 1).collect()]
-            if len(values) > self.max_in:
-                if len(values) > self.max_keys:
-                    low, high = keys.agg(F.min("k"), F.max("k")).collect()[0]
-                else:
-                    low, high = min(values), max(values)
-                conjuncts = [_compare(exp.GTE, key.column, low), _compare(exp.LTE, key.column, high)]
-                if len(values) <= self.max_keys and scattered(values, low, high):
-                    conjuncts.append(_in_list(key.column, values))
-            elif values:
-                conjuncts = [_in_list(key.column, values)]
-            else:
+            if not values:
                 return ()  # nothing joins: the query reads no fact row, which says nothing about layout
-            filters = [t for c in conjuncts for t in canonical_conjuncts(c)]
+            if len(values) > max(self.max_in, self.max_keys):  # truncated: the bounds come from all keys
+                low, high = keys.agg(F.min("k"), F.max("k")).collect()[0]
+            else:
+                low, high = min(values), max(values)
+            filters = key_filters(key.column, values, low, high, max_in=self.max_in, max_keys=self.max_keys)
         except (QueryLogError, DeltaOptError) as err:
             log.warning("cannot derive from %s: %s", key.other, err)
             return ()
@@ -122,6 +116,20 @@ class JoinDeriver:
             return ()
         via = f"{key.other}.{key.other_column} WHERE {' AND '.join(key.other_filters)}"
         return tuple(DerivedFilter(f, via) for f in filters)
+
+
+def key_filters(column: str, values: list[Any], low: Any, high: Any, *, max_in: int, max_keys: int) -> list[str]:
+    """The canonical conjuncts on the fact's `column` that the dimension keys imply: `values` (distinct,
+    non-NULL; more than ``max(max_in, max_keys)`` means a truncated list) whose bounds are `low` and
+    `high`. Up to `max_in` keys: their list; more: their range, plus their list up to `max_keys` keys
+    when they are scattered over it. Every conjunct holds for every one of the keys."""
+    if len(values) > max_in:
+        conjuncts = [_compare(exp.GTE, column, low), _compare(exp.LTE, column, high)]
+        if len(values) <= max_keys and scattered(values, low, high):
+            conjuncts.append(_in_list(column, values))
+    else:
+        conjuncts = [_in_list(column, values)]
+    return [t for c in conjuncts for t in canonical_conjuncts(c)]
 
 
 def scattered(values: list[Any], low: Any, high: Any) -> bool:

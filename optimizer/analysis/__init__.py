@@ -24,4 +24,5 @@ def analyse_table(context: TableContext, *, files: Sequence[DataFile] | None = N
     chosen = list(files) if files is not None else list(snapshot.files)
     records = c.log.read(c.table_id, since=c.now - timedelta(seconds=c.thresholds.workload_window), until=c.now)
     with cached_sample(c, snapshot, chosen, seed=seed) as sample:
-        return analyse(c.table_id, records, lambda z, s: evaluate(sample, z, s), c.thresholds, c.now)
+        evaluator = lambda z, s: evaluate(sample, z, s)  # noqa: E731
+        return analyse(c.table_id, records, evaluator, c.thresholds, c.now, locations=c.locations)

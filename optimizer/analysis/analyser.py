@@ -33,11 +33,12 @@ import networkx as nx
 
 from optimizer.analysis.correlation import sop_correlation_graph, z_correlation_graph
 from optimizer.analysis.join_sources import join_sources
+from optimizer.analysis.joined import choose_joined, joined_candidates
 from optimizer.analysis.sample import Evaluation
 from optimizer.analysis.traversal import Traversal, traverse
 from optimizer.analysis.workload import PredicateUse, Workload, ZCandidate, sop_candidates, summarize
 from optimizer.config import Thresholds
-from optimizer.features import FeatureSet, SopFeature, ZFeature
+from optimizer.features import FeatureSet, JoinedFeature, SopFeature, ZFeature
 from querylog.records import ScanRecord
 
 MAX_EVALUATED = 128  # candidates of each kind evaluated on the sample: bounds the analysis's memory
@@ -55,7 +56,7 @@ class Role(StrEnum):
 
 @dataclass(frozen=True)
 class CandidateReport:
-    kind: str  # "z" (an expression) or "sop" (a whole predicate)
+    kind: str  # "z" (an expression), "sop" (a whole predicate) or "joined" (a dimension attribute)
     feature: str
     role: Role
     reason: str
@@ -102,9 +103,12 @@ def analyse(
     evaluator: Evaluator,
     thresholds: Thresholds,
     now: datetime,
+    *,
+    locations: Mapping[str, str] | None = None,
 ) -> Analysis:
     """Choose Z, S, Z_add and S_add for `table` from its scans, evaluating candidates with `evaluator`
-    (``(z_expressions, sop_predicates) -> Evaluation`` on a data sample)."""
+    (``(z_expressions, sop_predicates) -> Evaluation`` on a data sample), and the joined features
+    (dimension attributes with changing literals, `analysis.joined`) among the tables at `locations`."""
     clock = time.perf_counter()
     seconds: dict[str, float] = {}
     records = list(records)
@@ -117,13 +121,15 @@ def analyse(
     clock = time.perf_counter()
     sop = _choose(_sop_kind(workload, {*z.chosen, *z.additional}, evaluator, gate), min_frequency)
     seconds["sop"] = time.perf_counter() - clock
-    reports = [*z.reports, *sop.reports]
+    joined, joined_reports = _joined(records, workload.weight, locations or {}, thresholds, now)
+    reports = [*z.reports, *sop.reports, *joined_reports]
     features = FeatureSet(
         z=tuple(ZFeature(e) for e in z.chosen),
         sop=tuple(SopFeature(p) for p in sop.chosen),
         z_add=tuple(ZFeature(e) for e in z.additional),
         sop_add=tuple(SopFeature(p) for p in sop.additional),
         sop_weights={p: round(sop.frequency[p], 6) for p in sop.chosen},
+        joined=tuple(joined),
     )
     order = {Role.Z: 0, Role.SOP: 1, Role.Z_ADD: 2, Role.SOP_ADD: 3, Role.REJECTED: 4}
     reports.sort(key=lambda r: (order[r.role], -r.frequency, r.feature))
@@ -360,6 +366,24 @@ class Gate:
     z_epsilon: float
     sop_phi: float
     verdict: str = "chosen"  # what a primary is: a chosen feature, or a candidate for the search
+
+
+def _joined(
+    records: Sequence[ScanRecord], total: float, locations: Mapping[str, str], thresholds: Thresholds, now: datetime
+) -> tuple[list[JoinedFeature], list[CandidateReport]]:
+    """The joined features (`analysis.joined`) and a report of kind "joined" per candidate."""
+    if thresholds.max_joined_features == 0:
+        return [], []
+    candidates = joined_candidates(records, now, thresholds.recency_half_life)
+    share, limit = thresholds.min_candidate_share, thresholds.max_joined_features
+    chosen, verdicts = choose_joined(candidates, total, locations, min_share=share, limit=limit)
+    reports = [
+        CandidateReport(
+            "joined", c.name, Role.Z if ok else Role.REJECTED, why, c.frequency, c.share(total), c.scans, len(c.points)
+        )
+        for c, ok, why in verdicts
+    ]
+    return chosen, reports
 
 
 def _gate(thresholds: Thresholds) -> Gate:

@@ -7,9 +7,9 @@ they decide at) and all analyse a sample that must stay cached while they work a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ class TableContext:
     thresholds: Thresholds
     now: datetime
     cost_model: CostModel = DEFAULT_MODEL
+    locations: Mapping[str, str] = field(default_factory=dict)  # other tables {lower-case name: URI}: dimensions
 
     def with_thresholds(self, thresholds: Thresholds) -> TableContext:
         return replace(self, thresholds=thresholds)

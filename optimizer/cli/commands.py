@@ -53,10 +53,13 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime, timedelta
 
     from optimizer.analysis import TableContext, analyse_table
+    from optimizer.catalog import table_locations
 
-    _, table, spark, delta, log = watched(args)
+    config, table, spark, delta, log = watched(args)
     now = datetime.now(UTC)
-    result = analyse_table(TableContext(spark, delta, table.identity, log, table.thresholds, now))
+    locations = table_locations({t.name: t.path for t in config.tables}, config.schemas.locations)
+    context = TableContext(spark, delta, table.identity, log, table.thresholds, now, locations=locations)
+    result = analyse_table(context)
     older = log.older(table.identity, now - timedelta(seconds=table.thresholds.workload_window))
     if args.json:
         print_json({**result.as_dict(), "outside_window": older.as_dict()})

@@ -14,11 +14,14 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
     from costmodel.cost import load
     from optimizer.analysis import TableContext
+    from optimizer.catalog import table_locations
     from optimizer.estimate.decision import estimate
 
     config, table, spark, delta, log = watched(args)
     cost_model = load(config.service.cost_model_path)
-    context = TableContext(spark, delta, table.identity, log, table.thresholds, datetime.now(UTC), cost_model)
+    locations = table_locations({t.name: t.path for t in config.tables}, config.schemas.locations)
+    now = datetime.now(UTC)
+    context = TableContext(spark, delta, table.identity, log, table.thresholds, now, cost_model, locations)
     decision = estimate(context)
     if args.json:
         print_json(decision.as_dict())

@@ -46,7 +46,8 @@ def layout_key(features: FeatureSet | Mapping[str, Any] | None) -> str:
     layout = features if isinstance(features, FeatureSet) else FeatureSet.from_dict(features)
     z = [f.expression for f in layout.z]
     sop = sorted(f.predicate for f in layout.sop)
-    return f"z={json.dumps(z)} sop={json.dumps(sop)}"
+    joined = f" joined={json.dumps([j.helper for j in layout.joined])}" if layout.joined else ""  # keys before stay
+    return f"z={json.dumps(z)} sop={json.dumps(sop)}{joined}"
 
 
 def clustered_groups(

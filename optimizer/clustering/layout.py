@@ -12,9 +12,10 @@ the small rewrites a young table gets every tick.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from optimizer.clustering.joined import with_joined
 from optimizer.clustering.ordering import order_partitions
 from optimizer.clustering.sop import SopPartition, cluster
 from optimizer.clustering.zorder import Dimension, zorder
@@ -93,12 +94,18 @@ def cluster_frame(
     never written (the estimator's virtual files) needs no `fingerprint` (its hashes are then zero)
     and may ask for each row's file index in `file_column` instead of rows moved into their files.
     `boundary_rows` rows are sampled to the driver for the Z ranges and file boundaries. `known_rows`
-    (the log's count) lets a layout without SOP features of an unpartitioned table skip pass 1."""
+    (the log's count) lets a layout without SOP features of an unpartitioned table skip pass 1.
+    Joined features' attributes are looked up into helper columns (`clustering.joined`) unless `frame`
+    has them already; those added here are dropped from the laid-out frame."""
     predicates = [f.predicate for f in features.sop]
+    frame, added = with_joined(frame, features.joined)
+    if added:
+        progress(f"joined: {', '.join(added)} looked up from the dimension(s)")
     if fingerprint and known_rows and not predicates and not partition_columns:
-        return _observed_layout(
+        layout = _observed_layout(
             frame, features, data_names, known_rows, files, progress=progress, boundary_rows=boundary_rows
         )
+        return replace(layout, frame=layout.frame.drop(*added))
     if predicates:
         frame = frame.withColumn("__sop_vec", sop_vector(predicates))
     fingerprints, vectors = _count_vectors(
@@ -121,7 +128,7 @@ def cluster_frame(
         boundary_rows=boundary_rows,
     )
     progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
-    return Layout(laid_out, files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints)
+    return Layout(laid_out.drop(*added), files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints)
 
 
 def _observed_layout(
@@ -231,12 +238,14 @@ def _zorder_features(
     for i, feature in enumerate(features.z):
         frame = frame.withColumn(f"__z{i}", expression_column(feature.expression))
         columns.append(f"__z{i}")
-    lead = sop_id and features.sop_leads and bool(columns)
+    present = set(frame.columns)
+    joined = [j.helper for j in features.joined if j.helper in present]  # one left out has no column
+    lead = sop_id and features.sop_leads and bool(columns or joined)
     if sop_id and not lead:
         columns.append("__sop_id")
     laid_out, dimensions = zorder(
         frame,
-        columns,
+        [*columns[: len(features.z)], *joined, *columns[len(features.z) :]],
         files,
         rows=rows,
         leading=[*partition_columns, *(["__sop_id"] if lead else [])],

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -73,7 +73,9 @@ def estimate(
     older = log.older(table_id, window_start)
     base["outside_window"] = older.as_dict()
     with cached_sample(context, snapshot, new, seed=seed) as sample:
-        inputs = _Inputs(table, snapshot, index, new, sample, records, older, thresholds, context.cost_model, now)
+        inputs = _Inputs(
+            table, snapshot, index, new, sample, records, older, thresholds, context.cost_model, now, context.locations
+        )
         return _decide_on_sample(inputs, base, started=clock)
 
 
@@ -92,6 +94,12 @@ class _Inputs:
     thresholds: Thresholds
     cost_model: CostModel
     now: datetime
+    locations: Mapping[str, str]  # other tables by name: the dimensions joined features read
+
+    def analyse(self, table: str) -> Analysis:
+        """The analysis of the window's records on the sample (joined features among `locations`)."""
+        evaluator = lambda z, s: evaluate(self.sample, z, s)  # noqa: E731
+        return analyse(table, self.records, evaluator, self.thresholds, self.now, locations=self.locations)
 
     def replay(self) -> WorkloadReplay:
         """The window's queries replayed on the new files' current statistics: the "before" of every layout."""
@@ -110,10 +118,11 @@ class _Inputs:
 def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) -> Decision:
     """Analyse, search (in benefit mode) and compare layouts on the cached sample; the best net wins."""
     i, thresholds = inputs, inputs.thresholds
-    analysis: Analysis = analyse(base["table"], i.records, lambda z, s: evaluate(i.sample, z, s), thresholds, i.now)
+    analysis = i.analyse(base["table"])
     seconds = {"analyse": time.perf_counter() - started}
-    features = analysis.features
-    if features.is_empty:
+    joined = analysis.features.joined  # not searched: the layouts compared below are with and without them
+    features = replace(analysis.features, joined=())
+    if features.is_empty and not joined:
         reason = "no clustering features: the workload's filters give none" + window_note(i.older, i.records)
         return Decision(
             **base, action=Verdict.SKIP, reason=reason, analysis=analysis_summary(analysis), seconds=_rounded(seconds)
@@ -127,7 +136,7 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
         )
         seconds["search"] = search.seconds
         features = search.features
-        if features.is_empty:
+        if features.is_empty and not joined:
             return Decision(
                 **base,
                 action=Verdict.SKIP,
@@ -137,8 +146,9 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
                 search=search.as_dict(),
             )
     clock = time.perf_counter()
+    model = i.cost_model
     evaluated = evaluate_layouts(
-        i.table, i.snapshot, i.new, i.sample, replay, features, thresholds=thresholds, cost_model=i.cost_model
+        i.table, i.snapshot, i.new, i.sample, replay, features, thresholds=thresholds, cost_model=model, joined=joined
     )
     seconds["benefit"] = time.perf_counter() - clock
     best = max(evaluated, key=lambda e: e.net)

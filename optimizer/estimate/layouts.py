@@ -21,7 +21,7 @@ from optimizer.config import Thresholds
 from optimizer.estimate.replay import Query, estimate_benefit, workload_queries
 from optimizer.estimate.stored_bytes import StoredBaseline, layout_compression, layout_measure, measure_baseline
 from optimizer.estimate.virtual_files import bytes_per_row, virtual_files
-from optimizer.features import FeatureSet
+from optimizer.features import FeatureSet, JoinedFeature
 from optimizer.skipping.extended import ExtendedStats
 from optimizer.skipping.filestats import FileStats
 from optimizer.skipping.scan import column_sizes, table_file_stats
@@ -86,13 +86,18 @@ def evaluate_layouts(
     *,
     thresholds: Thresholds,
     cost_model: CostModel,
+    joined: Sequence[JoinedFeature] = (),
 ) -> list[LayoutEstimate]:
-    """Cost and benefit of the analysed layout and its variants (`candidate_layouts`), each measured
-    on the same sample against the same replay (and, when enabled, the same stored-bytes baseline)."""
+    """Cost and benefit of the analysed layout and its variants (`candidate_layouts`, with and without
+    the `joined` features), each measured on the same sample against the same replay (and, when
+    enabled, the same stored-bytes baseline)."""
     if thresholds.estimate_compression:
         baseline = measure_baseline(table, snapshot, files, sample, replay.target_files, thresholds.output)
         replay = replace(replay, stored=baseline)
-    candidates = candidate_layouts(features) if thresholds.compare_layouts else [("as analysed", features)]
+    if thresholds.compare_layouts:
+        candidates = candidate_layouts(features, joined)
+    else:  # the thesis's order: the analysed features, each kind as the analyser chose it
+        candidates = [("as analysed", replace(features, joined=tuple(joined)))]
     new_bytes = sum(f.size for f in files)
     return [
         LayoutEstimate(
@@ -120,6 +125,7 @@ class LayoutEstimate:
         return {
             "layout": self.name,
             "z": [f.expression for f in self.features.z],
+            **({"joined": [j.helper for j in self.features.joined]} if self.features.joined else {}),
             "sop": [f.predicate for f in self.features.sop],
             "cost": round(self.cost.seconds, 3),
             "benefit": self.benefit.benefit,
@@ -128,10 +134,16 @@ class LayoutEstimate:
         }
 
 
-def candidate_layouts(features: FeatureSet) -> list[tuple[str, FeatureSet]]:
+def candidate_layouts(features: FeatureSet, joined: Sequence[JoinedFeature] = ()) -> list[tuple[str, FeatureSet]]:
     """The analysed layout and variants the estimator compares (the thesis's own future work: let the
-    benefit estimate pick the features). A feature left out of clustering keeps its statistics."""
-    candidates = [("as analysed", features)]
+    benefit estimate pick the features). A feature left out of clustering keeps its statistics.
+    With `joined` features, the layouts with them too: added to the analysed layout (in both orders
+    where it has SOP features) and to its Z features alone."""
+    candidates = [("as analysed", features)] if not features.is_empty else []
+    if joined:
+        candidates.extend(_with_joined(features, tuple(joined)))
+    if features.is_empty:
+        return candidates
     if features.z and features.sop:
         if not features.sop_leads:
             candidates.append(("SOP id leading", replace(features, sop_leads=True)))
@@ -165,8 +177,26 @@ def candidate_layouts(features: FeatureSet) -> list[tuple[str, FeatureSet]]:
     return candidates
 
 
+def _with_joined(features: FeatureSet, joined: tuple[JoinedFeature, ...]) -> list[tuple[str, FeatureSet]]:
+    """The analysed layout with the joined features (in both orders where it has SOP features), and
+    each joined feature alone: n files cut d dimensions about n^(1/d) times each, so on few files one
+    attribute gathered well can beat several gathered poorly."""
+    names = ", ".join(f"{j.dimension}.{j.attribute}" for j in joined)
+    found = [(f"with {names}", replace(features, joined=joined))]
+    if features.sop:
+        found.append((f"with {names}, SOP id leading", replace(features, joined=joined, sop_leads=True)))
+    statistics_only = FeatureSet(
+        z_add=(*features.z, *features.z_add), sop_add=(*features.sop, *features.sop_add), joined=joined
+    )
+    if len(joined) > 1 or not features.is_empty:
+        found.extend((f"{j.dimension}.{j.attribute} alone", replace(statistics_only, joined=(j,))) for j in joined)
+    return found
+
+
 def layout_cost(model: CostModel, new_bytes: int, features: FeatureSet) -> CostEstimate:
-    return model.predict(new_bytes, len(features.z), len(features.sop), len(features.z_add) + len(features.sop_add))
+    """The model's cost, each joined feature counted as one more Z dimension (plus its lookup join)."""
+    z = len(features.z) + len(features.joined)
+    return model.predict(new_bytes, z, len(features.sop), len(features.z_add) + len(features.sop_add))
 
 
 @dataclass(frozen=True)

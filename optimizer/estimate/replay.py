@@ -14,6 +14,7 @@ from datetime import datetime
 
 from costmodel.benefit import MB, BenefitEstimate, Compression, recompressed
 from costmodel.rate import QueryRate
+from optimizer.analysis.joined import helper_filters
 from optimizer.analysis.workload import recency_weight
 from optimizer.skipping.filestats import FileStats
 from optimizer.skipping.pruning import Predicate, column_names_of, might_match, prepare
@@ -32,7 +33,10 @@ def workload_queries(records: Sequence[ScanRecord], now: datetime, half_life: fl
     """Distinct (filters, columns) of the window with their summed recency weights."""
     weights: dict[tuple[tuple[str, ...], tuple[str, ...]], float] = {}
     for record in records:
-        key = (tuple(sorted(record.filters)), tuple(sorted(record.columns)))
+        # dimension filters stated on joined features' helper columns: only virtual files of a layout
+        # with joined features have statistics of those (a file without them is read)
+        stated = {*record.filters, *helper_filters(record)}
+        key = (tuple(sorted(stated)), tuple(sorted(record.columns)))
         weights[key] = weights.get(key, 0.0) + recency_weight(record.ts, now, half_life)
     queries = []
     for (filters, columns), weight in weights.items():

@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from optimizer.clustering.joined import with_joined
 from optimizer.clustering.layout import cluster_frame
-from optimizer.features import FeatureSet
+from optimizer.features import FeatureSet, ZFeature
 from optimizer.skipping.collect import StatsSpec, stats_spec
 from optimizer.skipping.filestats import FileStats, file_stats, table_column_types
 from optimizer.table.access import DataFile, Snapshot
@@ -55,8 +56,14 @@ def virtual_files(
     columns = stats_columns(stored, snapshot.configuration)
     delta_columns = {c.name.lower() for c in columns if c.minmax}
     # a virtual file's key set would list only its sampled keys, and prune where the real file's could
-    # not: the estimate leaves key sets out (it under-prices them, never over-prices)
-    spec: StatsSpec = replace(stats_spec(sample, features, delta_columns), keys=())
+    # not: the estimate leaves key sets out. A joined feature's attribute is looked up (once, here) and
+    # its range per virtual file kept instead: the replay states dimension filters on it
+    # (`analysis.joined.helper_filters`), where the real files' key sets judge the keys they imply
+    sample, _ = with_joined(sample, features.joined)
+    helpers = tuple(ZFeature(j.helper) for j in features.joined if j.helper in sample.columns)
+    spec: StatsSpec = replace(
+        stats_spec(sample, replace(features, z_add=(*features.z_add, *helpers)), delta_columns), keys=()
+    )
     rows_in = sample.count()
     layout = cluster_frame(
         sample,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from costmodel.cost import CostModel
 from optimizer.analysis.context import TableContext
+from optimizer.catalog import table_locations
 from optimizer.clustering.groups import layout_key
 from optimizer.config import Config, TableSettings
 from optimizer.errors import KNOWN, CommitConflictError
@@ -64,6 +65,15 @@ class ServiceContext:
     job_slots: threading.Semaphore
     stopping: threading.Event = field(default_factory=threading.Event)
     choose: ExecutorChooser | None = None  # tests inject executors; default: choose_executor
+    _locations: dict[str, str] | None = None
+
+    def locations(self) -> dict[str, str]:
+        """Where the configured tables and those under ``schemas.locations`` are (listed once per
+        service: the dimensions joined features read)."""
+        if self._locations is None:
+            watched = {t.name: t.path for t in self.config.tables}
+            self._locations = table_locations(watched, self.config.schemas.locations)
+        return self._locations
 
     def executor_for(self, table: TableSettings, commits: list[Commit]) -> tuple[Executor, str]:
         if self.choose is not None:
@@ -135,7 +145,9 @@ def _tick(
     tail = log_table.tail(state.log_version, table.identity)
     draft.new_queries = len(tail.records)
     state = state.with_(log_version=tail.version)
-    context = TableContext(ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model)
+    context = TableContext(
+        ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model, ctx.locations()
+    )
     decision = estimate(context)
     draft.decision = decision
     draft.action, draft.reason = Action(decision.action), decision.reason
@@ -175,7 +187,9 @@ def _drift(
     """No new data to optimise: re-cluster files laid out for an older workload, if that pays."""
     if ctx.stopping.is_set():
         return state
-    context = TableContext(ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model)
+    context = TableContext(
+        ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model, ctx.locations()
+    )
     plan = plan_recluster(context, state)
     draft.recluster = plan
     checked = {**state.recluster_checked, **{key: now.isoformat() for key in plan.checked}}

@@ -88,7 +88,10 @@ def stats_spec(frame: DataFrame, features: FeatureSet, plain_with_stats: set[str
     sop = tuple(f.predicate for f in (*features.sop, *features.sop_add))
     types = _types_of(frame, [(e, False) for e in expressions] + [(p, True) for p in sop])
     schema = {f.name.lower(): (f.name, f.dataType.simpleString()) for f in frame.schema.fields}
-    keys = tuple(schema[c] for c in key_columns(sop) if c in schema and schema[c][1] in KEY_TYPES)
+    # key sets where queries test keys against lists: IN predicates, and joined features' fact keys
+    # (the dimension filters reach the files as key lists, `optimizer.joins`)
+    wanted = dict.fromkeys([*key_columns(sop), *(j.fact_column for j in features.joined)])
+    keys = tuple(schema[c] for c in wanted if c in schema and schema[c][1] in KEY_TYPES)
     return StatsSpec(tuple(zip(expressions, types[: len(expressions)], strict=True)), sop, keys)
 
 

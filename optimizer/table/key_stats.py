@@ -36,12 +36,15 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def key_columns(features: FeatureSet) -> list[str]:
-    """The columns the clustering features (Z and SOP) read, lower-cased, in feature order."""
+    """The columns the clustering features (Z, SOP, joined features' fact keys) read, lower-cased, in
+    feature order."""
     texts = [f.expression for f in features.z] + [f.predicate for f in features.sop]
     found: dict[str, None] = {}
     for text in texts:
         for name in column_names(parse_canonical(text)):
             found.setdefault(name.lower(), None)
+    for joined in features.joined:  # the fact's join key: dynamic file pruning checks keys against it
+        found.setdefault(joined.fact_column, None)
     return list(found)
 
 
