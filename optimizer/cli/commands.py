@@ -97,7 +97,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     spark = build_session(settings)
     table = open_table(path)
     snapshot = table.snapshot()
-    features = _optimize_features(args, spark, table, configured)
+    features = _optimize_features(args, spark, table, configured, config)
     target = (
         parse_size(args.target_file_size)
         if args.target_file_size
@@ -131,7 +131,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
-def _optimize_features(args: argparse.Namespace, spark: Any, table: Any, configured: Any) -> Any:
+def _optimize_features(args: argparse.Namespace, spark: Any, table: Any, configured: Any, config: Any) -> Any:
     """The feature set a manual run uses: --features-json, else the --z/--sop flags (canonicalised like
     logged predicates), else the analyser on the configured table's log, else none (compaction)."""
     from datetime import UTC, datetime
@@ -156,10 +156,13 @@ def _optimize_features(args: argparse.Namespace, spark: Any, table: Any, configu
         )
     if configured is not None:
         from optimizer.analysis import TableContext, analyse_table
+        from optimizer.catalog import table_locations
         from querylog.store import QueryLogTable
 
         log = QueryLogTable(configured.query_log_path)
-        context = TableContext(spark, table, configured.identity, log, configured.thresholds, datetime.now(UTC))
+        locations = table_locations({t.name: t.path for t in config.tables}, config.schemas.locations)
+        now = datetime.now(UTC)
+        context = TableContext(spark, table, configured.identity, log, configured.thresholds, now, locations=locations)
         analysis = analyse_table(context)
         print(f"features from the workload: {analysis.features.as_dict()}", file=sys.stderr)
         return analysis.features
