@@ -27,6 +27,8 @@ from querylog.schemas import Schema, load_schema_file, merge_schemas
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from optimizer.config import Config
+
 log = logging.getLogger(__name__)
 MAX_DEPTH = 3  # directory levels searched below a location for Delta tables
 
@@ -94,16 +96,17 @@ def schemas_from_locations(locations: Iterable[str]) -> Catalog:
     return Catalog(schema, where)
 
 
-def table_locations(watched: Mapping[str, str], locations: Iterable[str]) -> dict[str, str]:
-    """{lower-case name: URI} of the Delta tables under `locations` and the `watched` ones ({name: path}):
-    where joined features find their dimensions. A location that cannot be listed is left out."""
+def table_locations(config: Config) -> dict[str, str]:
+    """{lower-case name: URI} of the Delta tables under the configured ``schemas.locations`` and of the
+    watched tables: where joined features find their dimensions. A location that cannot be listed is
+    left out."""
     found: dict[str, str] = {}
-    for location in locations:
+    for location in config.schemas.locations:
         try:
             found.update({k: v for k, v in delta_tables_under(location).items() if k not in found})
         except SchemaSourceError as err:
             log.warning("no tables listed under %s: %s", location, err)
-    return {**found, **{n.lower(): p for n, p in watched.items()}}
+    return {**found, **{t.name.lower(): t.path for t in config.tables}}
 
 
 def schemas_from_spark_catalog(spark: SparkSession) -> Schema:

@@ -12,7 +12,7 @@ looked up by a join when rows are laid out (`optimizer.clustering.joined`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from querylog.predicates.classify import column_names
 from querylog.predicates.normalize import parse_canonical
@@ -56,13 +56,7 @@ class JoinedFeature:
         return joined_helper(self.fact_column, self.dimension, self.attribute)
 
     def as_dict(self) -> dict[str, str]:
-        return {
-            "fact_column": self.fact_column,
-            "dimension": self.dimension,
-            "location": self.location,
-            "key": self.key,
-            "attribute": self.attribute,
-        }
+        return asdict(self)
 
 
 def joined_helper(fact_column: str, dimension: str, attribute: str) -> str:
@@ -127,4 +121,4 @@ class FeatureSet:
         )
 
 
-_JOINED_FIELDS = ("fact_column", "dimension", "location", "key", "attribute")
+_JOINED_FIELDS = tuple(f.name for f in fields(JoinedFeature))

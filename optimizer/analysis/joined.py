@@ -117,16 +117,17 @@ def joined_candidates(records: Iterable[ScanRecord], now: datetime, half_life: f
     found: dict[tuple[str, str, str], JoinedCandidate] = {}
     for record in records:
         weight = recency_weight(record.ts, now, half_life)
-        compared = [f for f in record_filters(record) if is_comparison(f.conjunct)]
-        for name in {(f.fact_column, f.dimension, f.attribute): f for f in compared}.values():
-            candidate = found.setdefault(
-                (name.fact_column, name.dimension, name.attribute),
-                JoinedCandidate(name.fact_column, name.dimension, name.key, name.attribute),
-            )
+        used: dict[tuple[str, str, str], JoinedCandidate] = {}  # an attribute counts once per scan
+        for f in record_filters(record):
+            if is_comparison(f.conjunct):
+                attribute = (f.fact_column, f.dimension, f.attribute)
+                candidate = used[attribute] = found.setdefault(
+                    attribute, JoinedCandidate(f.fact_column, f.dimension, f.key, f.attribute)
+                )
+                candidate.points.add(f.conjunct)
+        for candidate in used.values():
             candidate.frequency += weight
             candidate.scans += 1
-        for f in compared:
-            found[(f.fact_column, f.dimension, f.attribute)].points.add(f.conjunct)
     return sorted(found.values(), key=lambda c: (-c.frequency, c.fact_column, c.dimension, c.attribute))
 
 

@@ -57,7 +57,7 @@ def cmd_analyse(args: argparse.Namespace) -> int:
 
     config, table, spark, delta, log = watched(args)
     now = datetime.now(UTC)
-    locations = table_locations({t.name: t.path for t in config.tables}, config.schemas.locations)
+    locations = table_locations(config)
     context = TableContext(spark, delta, table.identity, log, table.thresholds, now, locations=locations)
     result = analyse_table(context)
     older = log.older(table.identity, now - timedelta(seconds=table.thresholds.workload_window))
@@ -160,7 +160,7 @@ def _optimize_features(args: argparse.Namespace, spark: Any, table: Any, configu
         from querylog.store import QueryLogTable
 
         log = QueryLogTable(configured.query_log_path)
-        locations = table_locations({t.name: t.path for t in config.tables}, config.schemas.locations)
+        locations = table_locations(config)
         now = datetime.now(UTC)
         context = TableContext(spark, table, configured.identity, log, configured.thresholds, now, locations=locations)
         analysis = analyse_table(context)

@@ -19,7 +19,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
     config, table, spark, delta, log = watched(args)
     cost_model = load(config.service.cost_model_path)
-    locations = table_locations({t.name: t.path for t in config.tables}, config.schemas.locations)
+    locations = table_locations(config)
     now = datetime.now(UTC)
     context = TableContext(spark, delta, table.identity, log, table.thresholds, now, cost_model, locations)
     decision = estimate(context)

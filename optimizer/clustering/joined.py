@@ -70,13 +70,10 @@ def _lookup(frame: DataFrame, feature: JoinedFeature) -> DataFrame | None:
                 feature.attribute,
             )
             return None
-        key = F.col(f"`{names[feature.key]}`").alias(f"{feature.helper}__key")
+        key = F.col(f"`{names[feature.key]}`")
         value = F.col(f"`{names[feature.attribute]}`")
-        return (
-            dimension.where(F.col(f"`{names[feature.key]}`").isNotNull())
-            .groupBy(key)
-            .agg(F.min(value).alias(feature.helper))
-        )
+        keyed = dimension.where(key.isNotNull()).groupBy(key.alias(f"{feature.helper}__key"))
+        return keyed.agg(F.min(value).alias(feature.helper))
     except DeltaOptError as err:
         log.warning("joined feature %s left out: %s", feature.helper, err)
         return None

@@ -241,11 +241,10 @@ def _zorder_features(
     present = set(frame.columns)
     joined = [j.helper for j in features.joined if j.helper in present]  # one left out has no column
     lead = sop_id and features.sop_leads and bool(columns or joined)
-    if sop_id and not lead:
-        columns.append("__sop_id")
+    sop_dimension = ["__sop_id"] if sop_id and not lead else []
     laid_out, dimensions = zorder(
         frame,
-        [*columns[: len(features.z)], *joined, *columns[len(features.z) :]],
+        [*columns, *joined, *sop_dimension],
         files,
         rows=rows,
         leading=[*partition_columns, *(["__sop_id"] if lead else [])],
@@ -253,4 +252,4 @@ def _zorder_features(
         file_column=file_column,
         observe=observe,
     )
-    return laid_out.drop(*columns, *(["__sop_id"] if lead else [])), dimensions
+    return laid_out.drop(*columns, "__sop_id"), dimensions

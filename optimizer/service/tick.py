@@ -71,8 +71,7 @@ class ServiceContext:
         """Where the configured tables and those under ``schemas.locations`` are (listed once per
         service: the dimensions joined features read)."""
         if self._locations is None:
-            watched = {t.name: t.path for t in self.config.tables}
-            self._locations = table_locations(watched, self.config.schemas.locations)
+            self._locations = table_locations(self.config)
         return self._locations
 
     def executor_for(self, table: TableSettings, commits: list[Commit]) -> tuple[Executor, str]:
