@@ -34,7 +34,7 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,12 +57,15 @@ from optimizer.config import SparkSettings, Thresholds
 from optimizer.estimate.decision import estimate
 from optimizer.joins import JoinDeriver
 from optimizer.runtime import build_session
+from optimizer.skipping.extended import location_key
+from optimizer.skipping.joined import JoinFilter, from_derived
 from optimizer.skipping.scan import plan_scan, table_file_stats
 from optimizer.table import open_table
 from querylog.capture import Captured, SqlContext, capture_sql
 from querylog.store import QueryLogTable
 
 EXPERT = ("l_shipdate", "l_partkey", "l_suppkey")
+FILES = 48  # the rewrite target: this fraction of the table as loaded
 APPENDS = 4
 SIZES = ("SM", "MED", "LG", "JUMBO", "WRAP")
 CONTAINERS = ("CASE", "BOX", "BAG", "JAR", "PKG", "PACK", "CAN", "DRUM")
@@ -129,34 +132,49 @@ def workload(count: int, seed: int = 29, families: Sequence[str] = ()) -> list[t
     return [(family, FAMILIES[family](rng)) for family in (rng.choice(names) for _ in range(count))]
 
 
-def matching_files(reader: DuckDBReader, root: str, paths: list[str], where: str | None) -> set[str]:
-    """The lower bound: the files (relative paths) holding at least one row that satisfies `where`."""
-    if not where:
+def matching_files(
+    reader: DuckDBReader, root: str, paths: list[str], where: str | None, joins: Sequence[JoinFilter] = ()
+) -> set[str]:
+    """The lower bound: the files (relative paths) holding at least one row that satisfies `where` and
+    joins a dimension row satisfying each of `joins`' filters (the query's own semi-joins)."""
+    conditions = [sqlglot.transpile(where, read="spark", write="duckdb")[0]] if where else []
+    for join in joins:
+        dimension = sqlglot.transpile(join.where, read="spark", write="duckdb")[0]
+        conditions.append(
+            f'"{join.fact_column}" IN (SELECT "{join.key}" FROM delta_scan(\'{join.location}\') WHERE {dimension})'
+        )
+    if not conditions:
         return set(paths)
-    condition = sqlglot.transpile(where, read="spark", write="duckdb")[0]
     listed = ", ".join(f"'{root}/{p}'" for p in paths)
     rows = reader.connection.execute(
-        f"SELECT DISTINCT filename FROM read_parquet([{listed}], filename = true) WHERE {condition}"
+        f"SELECT DISTINCT filename FROM read_parquet([{listed}], filename = true) WHERE {' AND '.join(conditions)}"
     ).fetchall()
     return {str(r[0])[len(root) + 1 :] for r in rows}
 
 
-def replay(path: str, scans: list[tuple[str, Any]], reader: DuckDBReader) -> dict[str, Any]:
-    """Per family: queries, and the column bytes and files read by each reader over its scans."""
+def replay(
+    path: str, scans: list[tuple[str, Any]], reader: DuckDBReader, locations: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Per family: queries, and the column bytes and files read by each reader over its scans. With the
+    dimensions' `locations`, each scan's dimension filters (from its derived filters' ``via``) also
+    prune with the files' joined ranges, as `plan_scan(joins=...)` does for a query that joins."""
     delta = open_table(path)
     snapshot = delta.snapshot()
-    stats = table_file_stats(delta, snapshot)
-    min_max = [replace(s, expressions={}, sop={}, keys={}) for s in stats]  # Delta's statistics only
+    dimensions = dict(locations or {})
+    versions = {location_key(where): open_table(where).snapshot().version for where in dimensions.values()}
+    stats = table_file_stats(delta, snapshot, versions=versions)
+    min_max = [replace(s, expressions={}, sop={}, keys={}, joined={}) for s in stats]  # Delta's statistics only
     by_path = {s.path: s for s in stats}
     paths = [f.path for f in snapshot.files]
     families: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float, {"duckdb files": 0.0}))
     for family, scan in scans:
         where = " AND ".join(scan.filters) or None
+        joins = [replace(j, version=versions[location_key(j.location)]) for j in from_derived(scan.derived, dimensions)]
         counts = families[family]
         counts["queries"] += 1
-        bound = matching_files(reader, path, paths, where)
+        bound = matching_files(reader, path, paths, where, joins)
         for reader_name, file_stats in (("deltaopt", stats), ("min/max", min_max)):
-            plan = plan_scan(delta, where, scan.columns, snapshot=snapshot, stats=file_stats)
+            plan = plan_scan(delta, where, scan.columns, snapshot=snapshot, stats=file_stats, joins=joins)
             counts[f"{reader_name} files"] += len(plan.files)
             counts[f"{reader_name} bytes"] += plan.column_bytes_read or 0
             counts["unsound"] += not bound <= {f.path for f in plan.files}  # a matching file skipped
@@ -192,8 +210,11 @@ def run(
     spark: Any = None,
     work: Path | None = None,
     report: bool = True,
+    files: int = FILES,
 ) -> dict[str, Any]:
-    """The whole benchmark over `families` (default: all); `report=False` (the tests) writes no report."""
+    """The whole benchmark over `families` (default: all), rewriting into files of about 1/`files` of
+    the table as loaded (a large table's file count at a small scale); `report=False` (the tests)
+    writes no report."""
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown:
         raise ValueError(f"unknown families {unknown}; known: {sorted(FAMILIES)}")
@@ -218,7 +239,7 @@ def run(
 
     base = warehouse / "lineitem"
     snapshot = open_table(str(base)).snapshot()
-    target = max(1 << 20, snapshot.total_bytes // 48)
+    target = max(1 << 20, snapshot.total_bytes // files)
     layouts: dict[str, str] = {"none (as loaded)": str(base)}
     seconds: dict[str, float] = {}
     expert = work / "lineitem_zorder"
@@ -255,11 +276,13 @@ def run(
 
     reader = DuckDBReader()
     of_query = [f for f, _ in drawn]
-    measured = {name: replay(path, list(zip(of_query, scans, strict=True)), reader) for name, path in layouts.items()}
+    paired = list(zip(of_query, scans, strict=True))
+    measured = {name: replay(path, paired, reader, catalog.locations) for name, path in layouts.items()}
     reader.close()
     results = {
         "scale": scale,
         "queries": queries,
+        "target_files": files,
         "families": list(families or FAMILIES),
         "generate_seconds": round(generated, 1),
         "decisions": decisions,
@@ -268,7 +291,7 @@ def run(
         "duckdb_errors": dict(reader.errors),
     }
     if report:
-        report_name = _report_name(families)
+        report_name = _report_name(families, scale, files)
         (Path(__file__).parent / "reports" / f"{report_name}.json").write_text(
             json.dumps(results, indent=1, default=str)
         )
@@ -276,11 +299,15 @@ def run(
     return results
 
 
-def _report_name(families: Sequence[str]) -> str:
-    """``star`` for every family, else ``star-`` and the families' words."""
-    if not families or set(families) == set(FAMILIES):
-        return "star"
-    return "star-" + "-".join(re.sub(r"[^a-z]+", "-", f.lower()).strip("-") for f in families)
+def _report_name(families: Sequence[str], scale: float = 0.1, files: int = FILES) -> str:
+    """``star`` for every family, else ``star-`` and the families' words; a scale or file target other
+    than the defaults adds ``-sf<scale>`` / ``-<files>files``."""
+    name = "star"
+    if families and set(families) != set(FAMILIES):
+        name += "-" + "-".join(re.sub(r"[^a-z]+", "-", f.lower()).strip("-") for f in families)
+    if scale != 0.1:
+        name += f"-sf{scale:g}"
+    return name + (f"-{files}files" if files != FILES else "")
 
 
 def _report(results: dict[str, Any], report_name: str) -> None:
@@ -316,8 +343,10 @@ def _report(results: dict[str, Any], report_name: str) -> None:
         "Per family and layout, per query: fact column MB read by deltaopt's pruning (share of none's), "
         "files it reads, MB read by a reader with Delta's min/max only (dynamic file pruning on file "
         "statistics; share of none's), files DuckDB's Delta extension scans, and the lower bound "
-        "(MB / files holding a matching row). The filters are the same for every layout: the direct ones "
-        "and those derived from the dimension filters (ranges and key sets).\n\n"
+        "(MB / files holding a row that satisfies the query's fact filters and joins a matching dimension "
+        "row). The filters are the same for every layout: the direct ones, those derived from the "
+        "dimension filters (ranges and key sets) and the dimension filters themselves, which deltaopt's "
+        "pruning checks against files' joined ranges (`plan_scan(joins=...)`).\n\n"
         + table(
             ("family", "layout", "deltaopt MB", "deltaopt files", "min/max MB", "DuckDB files", "bound MB / files"),
             rows,
@@ -331,7 +360,10 @@ def _report(results: dict[str, Any], report_name: str) -> None:
         )
     )
     print(body)
-    chosen = "" if report_name == "star" else "".join(f" --family '{f}'" for f in results["families"])
+    everything = set(results["families"]) == set(FAMILIES)
+    chosen = "" if everything else "".join(f" --family '{f}'" for f in results["families"])
+    if results["target_files"] != FILES:
+        chosen += f" --files {results['target_files']}"
     write_report(
         report_name,
         "Star schema: fact bytes read per query family and layout",
@@ -356,5 +388,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--family", action="append", default=[], choices=sorted(FAMILIES), help="only these query families (repeat)"
     )
+    parser.add_argument("--files", type=int, default=FILES, help="rewrite into files of 1/FILES of the table")
     args = parser.parse_args(argv)
-    run(args.scale, args.queries, families=args.family)
+    run(args.scale, args.queries, families=args.family, files=args.files)

@@ -84,6 +84,15 @@ class DerivedFilter:
     filter: str
     via: str  # e.g. "date_dim.d_date_sk WHERE d_year = 2001"
 
+    def source(self) -> tuple[str, str, str] | None:
+        """(dimension, key, dimension filter) that `via` names, lower-cased names; None when `via` is
+        not of that shape."""
+        head, separator, where = self.via.partition(" WHERE ")
+        dimension, dot, key = head.rpartition(".")
+        if not (separator and dot and dimension and key and where.strip()):
+            return None
+        return dimension.lower(), key.lower(), where.strip()
+
 
 @dataclass(frozen=True)
 class ScanRecord:

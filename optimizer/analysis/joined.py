@@ -54,10 +54,10 @@ class DimensionFilter:
 
 def dimension_filters(derived: DerivedFilter) -> list[DimensionFilter]:
     """The single-column conjuncts of `derived`'s dimension filter; [] when `via` cannot be read."""
-    head, separator, where = derived.via.partition(" WHERE ")
-    dimension, dot, key = head.rpartition(".")
-    if not (separator and dot and where.strip()):
+    source = derived.source()
+    if source is None:
         return []
+    dimension, key, where = source
     try:
         fact = column_names(parse_canonical(derived.filter))
         conjuncts = canonical_conjuncts(parse_canonical(where))
@@ -72,7 +72,7 @@ def dimension_filters(derived: DerivedFilter) -> list[DimensionFilter]:
         except QueryLogError:
             continue
         if len(names) == 1 and "." not in names[0]:
-            found.append(DimensionFilter(fact[0].lower(), dimension.lower(), key.lower(), names[0].lower(), text))
+            found.append(DimensionFilter(fact[0].lower(), dimension, key, names[0].lower(), text))
     return found
 
 

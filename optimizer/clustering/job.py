@@ -19,9 +19,10 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from optimizer.clustering.joined import joined_ranges
 from optimizer.clustering.layout import Layout, Progress, cluster_frame, fingerprint_columns, wrap64
 from optimizer.errors import ClusteringError
 from optimizer.features import FeatureSet
@@ -269,6 +270,10 @@ def _write_verified(
     progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
     try:
         _verify(staged, rows_by_path, layout.input_fingerprints(), snapshot.partition_columns)
+        if features.joined:
+            joined = joined_ranges(spark, {f.path: table.spark_uri(f.path) for f in staged}, features.joined)
+            progress(f"joined ranges recorded for {len(joined)} of {len(staged)} file(s)")
+            extended_by_path = {p: replace(x, joined=joined.get(p, ())) for p, x in extended_by_path.items()}
         by_path = {f.path: (f.size, extended_by_path[f.path]) for f in staged}
         write_index(table, run_id, by_path, features.as_dict(), key_types=spec.key_types)
     except Exception:

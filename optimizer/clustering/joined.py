@@ -8,20 +8,24 @@ written rows equal the input as for any layout.
 
 A dimension that cannot be read, or is too large to broadcast, drops its feature with a warning: the
 attribute only orders rows, so the layout is still written, by the other features.
+
+After the files are written, `joined_ranges` joins their fact keys to the dimension again (at its
+version then, recorded) for each file's attribute ranges (`skipping.joined` prunes with them).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from optimizer.errors import DeltaOptError
 from optimizer.features import JoinedFeature
+from optimizer.skipping.extended import JoinedRanges, ValueRange, encode_value, location_key
 from optimizer.table import open_table
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -53,27 +57,104 @@ def _lookup(frame: DataFrame, feature: JoinedFeature) -> DataFrame | None:
     dimension cannot serve."""
     from pyspark.sql import functions as F
 
+    found = _dimension(frame.sparkSession, feature.location, feature.key, [feature.attribute], feature.helper)
+    if found is None:
+        return None
+    dimension, _, names = found
+    key = F.col(f"`{names[feature.key]}`")
+    value = F.col(f"`{names[feature.attribute]}`")
+    keyed = dimension.where(key.isNotNull()).groupBy(key.alias(f"{feature.helper}__key"))
+    return keyed.agg(F.min(value).alias(feature.helper))
+
+
+def _dimension(
+    spark: SparkSession, location: str, key: str, attributes: Sequence[str], purpose: str
+) -> tuple[DataFrame, int, dict[str, str]] | None:
+    """The dimension's rows at its current version, that version and {lower-cased name: column name};
+    None (with a warning naming `purpose`) when it cannot be read, is too large or lacks a column."""
     try:
-        table = open_table(feature.location)
+        table = open_table(location)
         snapshot = table.snapshot()
         if (snapshot.num_records or 0) > MAX_DIMENSION_ROWS:
-            log.warning("joined feature %s: %s is not a dimension (too many rows)", feature.helper, feature.dimension)
+            log.warning("%s: %s is not a dimension (too many rows)", purpose, location)
             return None
-        dimension = table.read_files(frame.sparkSession, snapshot.files, snapshot)
-        names = {c.lower(): c for c in dimension.columns}
-        if feature.key not in names or feature.attribute not in names:
-            log.warning(
-                "joined feature %s: %s lacks %s or %s",
-                feature.helper,
-                feature.dimension,
-                feature.key,
-                feature.attribute,
-            )
-            return None
-        key = F.col(f"`{names[feature.key]}`")
-        value = F.col(f"`{names[feature.attribute]}`")
-        keyed = dimension.where(key.isNotNull()).groupBy(key.alias(f"{feature.helper}__key"))
-        return keyed.agg(F.min(value).alias(feature.helper))
+        dimension = table.read_files(spark, snapshot.files, snapshot)
     except DeltaOptError as err:
-        log.warning("joined feature %s left out: %s", feature.helper, err)
+        log.warning("%s left out: %s", purpose, err)
         return None
+    names = {c.lower(): c for c in dimension.columns}
+    missing = [c for c in (key, *attributes) if c not in names]
+    if missing:
+        log.warning("%s: %s lacks %s", purpose, location, ", ".join(missing))
+        return None
+    return dimension, snapshot.version, names
+
+
+def joined_ranges(
+    spark: SparkSession, uris: Mapping[str, str], joined: Sequence[JoinedFeature]
+) -> dict[str, tuple[JoinedRanges, ...]]:
+    """Per written file ({path: URI Spark reads}): for each dimension of `joined`, the min/max of its
+    joined attributes over the dimension rows the file's fact rows join (every dimension row of a
+    key, so a repeated key cannot hide a value), recorded with the dimension version read. A file
+    none of whose rows joins gets no ranges (it is read), and so does every file when the dimension
+    cannot be read."""
+    from optimizer.table.staging import row_for
+
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for feature in joined:
+        attributes = grouped.setdefault((feature.fact_column, feature.location, feature.key), [])
+        if feature.attribute not in attributes:
+            attributes.append(feature.attribute)
+    found: dict[str, list[JoinedRanges]] = {path: [] for path in uris}
+    for (fact_column, location, key), attributes in grouped.items():
+        rows = _ranges_per_file(spark, list(uris.values()), fact_column, location, key, attributes)
+        if rows is None:
+            continue
+        version, types, by_uri = rows
+        for path in uris:
+            try:
+                row = row_for(path, by_uri)
+            except DeltaOptError:
+                continue  # no row joins: no ranges, the file is read
+            ranges = {
+                a: ValueRange(
+                    types[a],
+                    encode_value(types[a], row[f"min_{i}"], is_max=False),
+                    encode_value(types[a], row[f"max_{i}"], is_max=True),
+                    int(row[f"nulls_{i}"]),
+                )
+                for i, a in enumerate(attributes)
+            }
+            found[path].append(JoinedRanges(fact_column, location_key(location), key, version, ranges))
+    return {path: tuple(ranges) for path, ranges in found.items() if ranges}
+
+
+def _ranges_per_file(
+    spark: SparkSession, uris: list[str], fact_column: str, location: str, key: str, attributes: list[str]
+) -> tuple[int, dict[str, str], dict[str, dict[str, Any]]] | None:
+    """(dimension version, {attribute: Spark type}, {file URI: aggregates}) of one dimension's joined
+    attributes; None when the dimension cannot serve."""
+    from pyspark.sql import functions as F
+
+    found = _dimension(spark, location, key, attributes, f"joined ranges of {location}")
+    if found is None or not uris:
+        return None
+    dimension, version, names = found
+    per_key = [F.col(f"`{names[a]}`") for a in attributes]
+    lookup = dimension.where(F.col(f"`{names[key]}`").isNotNull()).select(
+        F.col(f"`{names[key]}`").alias("__key"), *[c.alias(f"__a{i}") for i, c in enumerate(per_key)]
+    )
+    types = {a: lookup.schema[f"__a{i}"].dataType.simpleString() for i, a in enumerate(attributes)}
+    facts = spark.read.parquet(*uris)
+    if fact_column not in {c.lower() for c in facts.columns}:
+        log.warning("joined ranges of %s: the files lack %s (a partition column?)", location, fact_column)
+        return None
+    facts = facts.select(F.col("_metadata.file_path").alias("__file"), F.col(f"`{fact_column}`"))
+    joined = facts.join(F.broadcast(lookup), F.col(f"`{fact_column}`") == F.col("__key"), "inner")
+    aggregates = []
+    for i in range(len(attributes)):
+        value = F.col(f"__a{i}")
+        aggregates += [F.min(value).alias(f"min_{i}"), F.max(value).alias(f"max_{i}")]
+        aggregates.append(F.sum(F.when(value.isNull(), 1).otherwise(0)).alias(f"nulls_{i}"))
+    rows = joined.groupBy("__file").agg(*aggregates).collect()
+    return version, types, {r["__file"]: r.asDict() for r in rows}

@@ -2,10 +2,12 @@
 
 Standard engines (Spark with Delta, Databricks, Trino, DuckDB, delta-rs) skip files with the Delta
 log's partition values and bare-column min/max only; deltaopt's pruning also uses expression min/max,
-SOP bits and key sets. `explain` runs the same sound pruning with the statistics added one kind at a
-time, in that order, and credits each file skipped to the first kind that skips it:
+SOP bits, key sets and joined ranges (for filters on joined dimensions). `explain` runs the same sound
+pruning with the statistics added one kind at a time, in that order, and credits each file skipped to
+the first kind that skips it:
 
     partition values -> column min/max (the standard reader) -> expression min/max -> SOP bits -> key sets
+    -> joined ranges
 
 so an operator sees what the table's layout gives the engines that read it.
 """
@@ -17,13 +19,14 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from optimizer.skipping.filestats import FileStats
+from optimizer.skipping.joined import JoinFilter, may_join, pinned, prepare_joins, versions_of
 from optimizer.skipping.pruning import Predicate, column_names_of, might_match, prepare
 from optimizer.skipping.scan import column_sizes, table_file_stats
 
 if TYPE_CHECKING:
     from optimizer.table.access import DataFile, TableAccess
 
-STAGES = ("partition values", "column min/max", "expression min/max", "SOP bits", "key sets")
+STAGES = ("partition values", "column min/max", "expression min/max", "SOP bits", "key sets", "joined ranges")
 
 
 @dataclass(frozen=True)
@@ -41,28 +44,34 @@ class Explanation:
     total_files: int
     total_bytes: int
     standard: Reads  # partition values and bare-column min/max
-    deltaopt: Reads  # plus expression min/max, SOP bits and key sets
+    deltaopt: Reads  # plus expression min/max, SOP bits, key sets and joined ranges
     skipped_by: Mapping[str, int]  # stage -> files that stage skipped first
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
-def explain(table: TableAccess, where: str, columns: Sequence[str] | None = None) -> Explanation:
-    """How a scan of `table` filtered by `where` (reading `columns`, default all) is pruned."""
+def explain(
+    table: TableAccess, where: str, columns: Sequence[str] | None = None, joins: Sequence[JoinFilter] = ()
+) -> Explanation:
+    """How a scan of `table` filtered by `where` (reading `columns`, default all) and by the dimension
+    filters of `joins` is pruned."""
     snapshot = table.snapshot()
     predicate = prepare(where)
-    full = table_file_stats(table, snapshot)
+    joins = pinned(joins)
+    on_joins = prepare_joins(joins)
+    full = table_file_stats(table, snapshot, versions=versions_of(joins))
     standard = table_file_stats(table, snapshot, None, {})
     partitions = {c.lower() for c in snapshot.partition_columns}
     stages: list[list[FileStats]] = [
         [replace(s, columns={k: v for k, v in s.columns.items() if k in partitions}) for s in standard],
         standard,
-        [replace(s, sop={}, keys={}) for s in full],
-        [replace(s, keys={}) for s in full],
+        [replace(s, sop={}, keys={}, joined={}) for s in full],
+        [replace(s, keys={}, joined={}) for s in full],
+        [replace(s, joined={}) for s in full],
         full,
     ]
-    kept_by_stage = [{s.path for s in stats if might_match(predicate, s)} for stats in stages]
+    kept_by_stage = [{s.path for s in stats if might_match(predicate, s) and may_join(on_joins, s)} for stats in stages]
     skipped_by: dict[str, int] = {}
     kept_before = {f.path for f in snapshot.files}
     for name, kept in zip(STAGES, kept_by_stage, strict=True):

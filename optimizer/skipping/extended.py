@@ -5,7 +5,10 @@ not a plain column, the SOP bit vector over the clustering and additional SOP fe
 feature list it refers to, and the exact set of values of each key column (a column that key-list
 features test: join keys, `collect.key_columns`) when the file holds at most `MAX_KEY_SET` of them.
 A key set answers any later list of keys (a dimension filter evaluated at query time, whatever the
-dimension became): a file none of whose values is listed holds no matching row.
+dimension became): a file none of whose values is listed holds no matching row. Files of a layout with
+joined features also keep, per dimension, the min/max of the joined attributes over the dimension rows
+their fact rows join, with the dimension's version (`JoinedRanges`): a summary whose size does not
+grow with the keys, valid only while the dimension stays at that version (`skipping.joined`).
 
 Where they live (docs/ARCHITECTURE.md, contract 2):
 
@@ -55,6 +58,29 @@ class ValueRange:
 
 
 @dataclass(frozen=True)
+class JoinedRanges:
+    """Bounds of dimension attributes over the dimension rows that a file's fact rows join
+    (``fact_column = key``, inner), the dimension read at `version`. Sound for a query's filter on the
+    dimension only while the dimension is at that version: any commit may reassign attributes."""
+
+    fact_column: str  # lower-cased
+    location: str  # the dimension table's URI, as `location_key` normalises it
+    key: str  # lower-cased dimension key column
+    version: int
+    ranges: Mapping[str, ValueRange]  # lower-cased attribute -> its range (NULL count: joined rows)
+
+    @property
+    def join(self) -> tuple[str, str, str]:
+        return self.fact_column, location_key(self.location), self.key
+
+
+def location_key(location: str) -> str:
+    """A table location as recorded and compared: without a trailing slash or a ``file://`` scheme."""
+    text = location.rstrip("/")
+    return text[len("file://") :] if text.startswith("file:///") else text
+
+
+@dataclass(frozen=True)
 class ExtendedStats:
     """Extended statistics of one data file."""
 
@@ -64,6 +90,7 @@ class ExtendedStats:
     sop_bits: str = ""  # '1': some row satisfies the feature; '0': no row does
     float_max_includes_nan: bool = True  # our writer's float maxima account for NaN
     key_sets: Mapping[str, frozenset[Any]] = field(default_factory=dict)  # key column -> every non-NULL value
+    joined: tuple[JoinedRanges, ...] = ()
 
     def sop_bit(self, predicate_sql: str) -> bool | None:
         try:
@@ -123,15 +150,13 @@ def _encode_keys(type_name: str, values: frozenset[Any]) -> list[Any]:
     return sorted(v.isoformat() for v in values) if type_name == "date" else sorted(values)
 
 
-def to_json(stats: ExtendedStats, key_types: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The document of one file's statistics; with `key_types` ({key column: type}) its key sets too."""
+def to_json(stats: ExtendedStats, key_types: Mapping[str, str] | None = None, sidecar: bool = False) -> dict[str, Any]:
+    """The document of one file's statistics; with `key_types` ({key column: type}) its key sets too,
+    and in the `sidecar` its joined ranges (the Delta log, read by every engine, keeps neither)."""
     document = {
         "v": FORMAT_VERSION,
         "run": stats.run_id,
-        "ranges": {
-            expr: {"type": r.type_name, "min": r.min, "max": r.max, "nulls": r.null_count}
-            for expr, r in stats.ranges.items()
-        },
+        "ranges": {expr: _range_json(r) for expr, r in stats.ranges.items()},
         "sop": {"features": list(stats.sop_features), "bits": stats.sop_bits},
         "nanAwareMax": stats.float_max_includes_nan,
     }
@@ -140,7 +165,50 @@ def to_json(stats: ExtendedStats, key_types: Mapping[str, str] | None = None) ->
             column: {"type": key_types[column], "values": _encode_keys(key_types[column], values)}
             for column, values in stats.key_sets.items()
         }
+    if sidecar and stats.joined:
+        document["joined"] = [
+            {
+                "fact": j.fact_column,
+                "location": j.location,
+                "key": j.key,
+                "version": j.version,
+                "ranges": {attribute: _range_json(r) for attribute, r in j.ranges.items()},
+            }
+            for j in stats.joined
+        ]
     return document
+
+
+def _range_json(value_range: ValueRange) -> dict[str, Any]:
+    return {
+        "type": value_range.type_name,
+        "min": value_range.min,
+        "max": value_range.max,
+        "nulls": value_range.null_count,
+    }
+
+
+def _range(document: Mapping[str, Any]) -> ValueRange:
+    type_name = document["type"]
+    return ValueRange(
+        type_name,
+        decode_value(type_name, document.get("min")),
+        decode_value(type_name, document.get("max")),
+        document.get("nulls"),
+    )
+
+
+def _decode_joined(document: Mapping[str, Any]) -> tuple[JoinedRanges, ...]:
+    found = []
+    for entry in document.get("joined") or ():
+        version = entry["version"]
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ValueError(f"joined ranges of {entry.get('location')!r} without an integer version")
+        ranges = {str(a).lower(): _range(r) for a, r in entry["ranges"].items()}
+        found.append(
+            JoinedRanges(str(entry["fact"]).lower(), str(entry["location"]), str(entry["key"]).lower(), version, ranges)
+        )
+    return tuple(found)
 
 
 def _decode_keys(document: Mapping[str, Any]) -> dict[str, frozenset[Any]]:
@@ -165,15 +233,7 @@ def from_json(document: Mapping[str, Any]) -> ExtendedStats:
     bits = str(sop.get("bits", ""))
     if len(bits) != len(features) or set(bits) - {"0", "1"}:
         raise ValueError("SOP bits do not match the feature list")
-    ranges = {
-        str(expr): ValueRange(
-            r["type"],
-            decode_value(r["type"], r.get("min")),
-            decode_value(r["type"], r.get("max")),
-            r.get("nulls"),
-        )
-        for expr, r in (document.get("ranges") or {}).items()
-    }
+    ranges = {str(expr): _range(r) for expr, r in (document.get("ranges") or {}).items()}
     return ExtendedStats(
         run_id=str(document["run"]),
         ranges=ranges,
@@ -181,6 +241,7 @@ def from_json(document: Mapping[str, Any]) -> ExtendedStats:
         sop_bits=bits,
         float_max_includes_nan=bool(document.get("nanAwareMax", False)),
         key_sets=_decode_keys(document),
+        joined=_decode_joined(document),
     )
 
 
@@ -200,7 +261,10 @@ def write_index(
         "v": FORMAT_VERSION,
         "run": run_id,
         "features": dict(features or {}),
-        "files": {path: {"size": size, "stats": to_json(stats, key_types)} for path, (size, stats) in files.items()},
+        "files": {
+            path: {"size": size, "stats": to_json(stats, key_types, sidecar=True)}
+            for path, (size, stats) in files.items()
+        },
     }
     path = f"{directory}/{run_id}.json"
     with fs.open_output_stream(path) as out:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from optimizer.skipping.extended import STRING_PREFIX, ExtendedStats
+from optimizer.skipping.extended import STRING_PREFIX, ExtendedStats, location_key
 from optimizer.skipping.values import family
 from optimizer.table.access import DataFile
 
@@ -46,6 +46,9 @@ class FileStats:
     expressions: Mapping[str, Bounds] = field(default_factory=dict)  # canonical expression SQL -> bounds
     sop: Mapping[str, bool] = field(default_factory=dict)  # canonical predicate -> some row satisfies it
     keys: Mapping[str, frozenset[Any]] = field(default_factory=dict)  # lower-cased column -> every non-NULL value
+    # (fact column, dimension location, key) -> attribute -> bounds over the joined dimension rows; only
+    # ranges recorded at the dimension's version the scan reads (`skipping.joined`)
+    joined: Mapping[tuple[str, str, str], Mapping[str, Bounds]] = field(default_factory=dict)
 
 
 def column_bounds(type_name: str, low: Any, high: Any, nulls: int | None, nan_aware: bool) -> Bounds:
@@ -66,9 +69,14 @@ def column_bounds(type_name: str, low: Any, high: Any, nulls: int | None, nan_aw
 
 
 def file_stats(
-    data_file: DataFile, column_types: Mapping[str, str], extended: ExtendedStats | None = None
+    data_file: DataFile,
+    column_types: Mapping[str, str],
+    extended: ExtendedStats | None = None,
+    versions: Mapping[str, int | None] | None = None,
 ) -> FileStats:
-    """Pruning statistics of an active file from its Delta statistics and fresh extended statistics."""
+    """Pruning statistics of an active file from its Delta statistics and fresh extended statistics.
+    Joined ranges are kept only for dimensions whose version in `versions` ({location: version the
+    scan reads}) is the one they were recorded at."""
     nan_aware = extended is not None and extended.float_max_includes_nan
     columns: dict[str, Bounds] = {}
     for name, type_name in column_types.items():
@@ -89,7 +97,23 @@ def file_stats(
                 value_range.type_name, value_range.min, value_range.max, value_range.null_count, nan_aware=True
             )
         sop = {f: bit == "1" for f, bit in zip(extended.sop_features, extended.sop_bits, strict=True)}
-    return FileStats(data_file.path, data_file.num_records, columns, expressions, sop, keys)
+    joined = _joined_bounds(extended, versions or {})
+    return FileStats(data_file.path, data_file.num_records, columns, expressions, sop, keys, joined)
+
+
+def _joined_bounds(
+    extended: ExtendedStats | None, versions: Mapping[str, int | None]
+) -> dict[tuple[str, str, str], dict[str, Bounds]]:
+    """The joined ranges recorded at the version the scan reads (`versions`); others are unknown."""
+    found: dict[tuple[str, str, str], dict[str, Bounds]] = {}
+    for entry in extended.joined if extended is not None else ():
+        if versions.get(location_key(entry.location)) != entry.version:
+            continue  # the dimension moved (or is not read): its attributes may have been reassigned
+        found[entry.join] = {
+            attribute: column_bounds(r.type_name, r.min, r.max, r.null_count, nan_aware=True)
+            for attribute, r in entry.ranges.items()
+        }
+    return found
 
 
 def _partition_bounds(type_name: str, value: str | None) -> Bounds:

@@ -4,7 +4,8 @@
 code, `pruning.might_match`) and reports bytes: of the files kept, and of the columns the query reads
 in them (from the Parquet footers' column-chunk sizes; files are immutable, so footers are cached).
 `read` reads only the kept files and still applies the whole filter, so its result is exactly the
-filtered table.
+filtered table. Join filters (`skipping.joined`: a filter on a dimension the scan joins) also skip with
+the files' joined ranges, at the dimension version the scan reads.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 
 from optimizer.skipping.extended import ExtendedStats, load_index
 from optimizer.skipping.filestats import FileStats, file_stats, table_column_types
+from optimizer.skipping.joined import JoinFilter, may_join, pinned, prepare_joins, versions_of
 from optimizer.skipping.pruning import Predicate, column_names_of, might_match, prepare
 from optimizer.table.access import DataFile, Snapshot
 
@@ -47,12 +49,14 @@ def table_file_stats(
     snapshot: Snapshot,
     files: Sequence[DataFile] | None = None,
     index: Mapping[str, ExtendedStats] | None = None,
+    versions: Mapping[str, int | None] | None = None,
 ) -> list[FileStats]:
     """Pruning statistics of `files` (default: every active file): Delta stats plus fresh extended
-    stats from `index` (loaded when not given)."""
+    stats from `index` (loaded when not given), with the joined ranges recorded at the dimension
+    `versions` ({location: version a scan reads}, `joined.versions_of`)."""
     types = table_column_types(snapshot.spark_schema().fields)
     index = load_index(table, snapshot) if index is None else index
-    return [file_stats(f, types, index.get(f.path)) for f in (snapshot.files if files is None else files)]
+    return [file_stats(f, types, index.get(f.path), versions) for f in (snapshot.files if files is None else files)]
 
 
 def plan_scan(
@@ -61,12 +65,17 @@ def plan_scan(
     columns: Sequence[str] | None = None,
     snapshot: Snapshot | None = None,
     stats: Sequence[FileStats] | None = None,
+    joins: Sequence[JoinFilter] = (),
 ) -> ScanPlan:
-    """Files a scan of `table` filtered by `predicate` must read, and the bytes it reads."""
+    """Files a scan of `table` filtered by `predicate` and by the dimension filters of `joins` must
+    read, and the bytes it reads. `stats`, when given, come from `table_file_stats` with the versions of
+    the same dimensions (`joins` are pinned to their current versions unless they carry one)."""
     snapshot = snapshot or table.snapshot()
     prepared = prepare(predicate)
-    stats = stats if stats is not None else table_file_stats(table, snapshot)
-    keep = {s.path for s in stats if might_match(prepared, s)}
+    joins = pinned(joins)
+    on_joins = prepare_joins(joins)
+    stats = stats if stats is not None else table_file_stats(table, snapshot, versions=versions_of(joins))
+    keep = {s.path for s in stats if might_match(prepared, s) and may_join(on_joins, s)}
     kept = tuple(f for f in snapshot.files if f.path in keep)
     wanted = _columns_read(prepared, columns)
     sizes = {f.path: column_sizes(table, f) for f in snapshot.files} if wanted is not None else {}
@@ -122,23 +131,35 @@ def _footer_sizes(uri: str, path: str, size: int, options: tuple[tuple[str, str]
 
 
 def read(
-    spark: SparkSession, table: TableAccess | str, where: str | None = None, columns: Sequence[str] | None = None
+    spark: SparkSession,
+    table: TableAccess | str,
+    where: str | None = None,
+    columns: Sequence[str] | None = None,
+    joins: Sequence[JoinFilter] = (),
 ) -> DataFrame:
-    """The rows of `table` (a table or its URI) satisfying `where` (Spark SQL), reading only
-    the files deltaopt's pruning keeps: the snapshot's active files, partition values restored from the
-    log, every statistic (partition values, min/max, expression min/max, SOP bits) used to skip.
-    The filter itself is applied by Spark, so the result is exactly the filtered table."""
+    """The rows of `table` (a table or its URI) satisfying `where` (Spark SQL) and, for each of
+    `joins`, joining a dimension row that satisfies its filter (a left semi join with the dimension
+    read at the version the pruning used), reading only the files deltaopt's pruning keeps: the
+    snapshot's active files, partition values restored from the log, every statistic (partition
+    values, min/max, expression min/max, SOP bits, key sets, joined ranges) used to skip.
+    The filters themselves are applied by Spark, so the result is exactly the filtered table."""
     from pyspark.sql import functions as F
 
-    if isinstance(table, str):
-        from optimizer.table import open_table
+    from optimizer.table import open_table
 
+    if isinstance(table, str):
         table = open_table(table)
     snapshot = table.snapshot()
-    plan = plan_scan(table, where, columns, snapshot)
+    joins = pinned(joins)
+    plan = plan_scan(table, where, None, snapshot, joins=joins)
     frame = table.read_files(spark, plan.files, snapshot)
     if where is not None and where.strip():
         frame = frame.filter(F.expr(where))
+    for join in joins:
+        dimension = open_table(join.location)
+        at = dimension.snapshot(join.version)
+        keys = dimension.read_files(spark, at.files, at).filter(F.expr(join.where)).select(F.col(f"`{join.key}`"))
+        frame = frame.join(keys, F.col(f"`{join.fact_column}`") == keys[f"`{join.key}`"], "left_semi")
     return frame.select(*columns) if columns else frame
 
 
@@ -148,6 +169,7 @@ def create_view(
     table: TableAccess | str,
     where: str | None = None,
     columns: Sequence[str] | None = None,
+    joins: Sequence[JoinFilter] = (),
 ) -> DataFrame:
     """`read` registered as the temporary view `name`, for Spark SQL: ``SELECT ... FROM name``.
 
@@ -155,6 +177,6 @@ def create_view(
     applied by Spark to those files' rows. A temporary view, not a Python data source: PySpark 4.0's
     data source API cannot receive a query's filters (``DataSourceReader.pushFilters`` arrives in
     Spark 4.1), and a source that cannot see the filter cannot skip files for it."""
-    frame = read(spark, table, where, columns)
+    frame = read(spark, table, where, columns, joins)
     frame.createOrReplaceTempView(name)
     return frame
