@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 
 from sqlglot import exp
 
 from querylog.errors import PredicateError
-from querylog.predicates.attribute import JoinKey, QueryScans, Schema, scan_filters, table_identity
+from querylog.predicates.attribute import JoinKey, QueryScans, Schema, TableScan, scan_filters, table_identity
 from querylog.predicates.normalize import canonical_conjuncts
 from querylog.predicates.parse import parse_condition
 from querylog.predicates.templates import StatementTemplates
@@ -161,7 +161,7 @@ def capture_sql(
     records = []
     truncated = bool(result.dropped)
     for s in watched:
-        derived = _derived(s.joins, s.filters, context.derive)
+        derived = _derived(s, result.scans, context.derive)
         every = {*s.filters, *(d.filter for d in derived)}
         filters = bound_filters(every)
         truncated |= len(filters) < len(every)
@@ -185,13 +185,35 @@ def capture_sql(
     return Captured(scans=tuple(records), statements=1, resolved=int(not result.unresolved), truncated=int(truncated))
 
 
-def _derived(joins: Sequence[JoinKey], stated: Sequence[str], derive: Derive | None) -> tuple[DerivedFilter, ...]:
-    """The join-derived filters of a scan that the query does not already state."""
+def _derived(scan: TableScan, scans: Sequence[TableScan], derive: Derive | None) -> tuple[DerivedFilter, ...]:
+    """The join-derived filters of a scan that the query does not already state. A join with an
+    unfiltered table that itself joins a filtered one (a snowflake chain: fact -> dimension -> outer
+    dimension, one level) derives through it: the outer filter's keys first become a filter on the
+    middle table, whose keys then become the scan's filter."""
     if derive is None:
         return ()
     found: dict[str, DerivedFilter] = {}
-    for key in joins:
-        for derived in derive(key):
-            if derived.filter not in stated:
+    for key in scan.joins:
+        for derived in derive(key) if key.other_filters else derive_through(key, scan, scans, derive):
+            if derived.filter not in scan.filters:
                 found.setdefault(derived.filter, derived)
     return tuple(found[k] for k in sorted(found))
+
+
+def derive_through(
+    key: JoinKey, scan: TableScan, scans: Sequence[TableScan], derive: Derive
+) -> tuple[DerivedFilter, ...]:
+    """`key`'s derived filters when its table (the middle of a chain) is unfiltered: its own joins'
+    derived filters (not those back to `scan`'s table) stand for its filters. Nothing when the middle
+    table is scanned more than once (which scan joins which is then unknown) or derives nothing."""
+    middles = [s for s in scans if s.table == key.other]
+    if len(middles) != 1:
+        return ()
+    (middle,) = middles
+    stated: set[str] = set()
+    for outer in middle.joins:
+        if outer.other != scan.table and outer.other_filters:
+            stated.update(d.filter for d in derive(outer))
+    if not stated:
+        return ()
+    return derive(replace(key, other_filters=tuple(sorted(stated))))

@@ -191,10 +191,12 @@ def _output_settings(args: argparse.Namespace, thresholds: Any) -> Any:
 def cmd_explain(args: argparse.Namespace) -> int:
     from optimizer.inspect import human_bytes
     from optimizer.skipping.explain import explain
+    from optimizer.skipping.joined import JoinFilter
     from optimizer.table import open_table
 
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
-    result = explain(open_table(args.table), args.where, columns)
+    joins = [JoinFilter(*join) for join in args.join]
+    result = explain(open_table(args.table), args.where, columns, joins)
     if args.json:
         print_json(result.as_dict())
         return 0

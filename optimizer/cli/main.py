@@ -126,6 +126,15 @@ def _add_explain(commands: Any) -> None:
     exp.add_argument("--table", required=True, help="table path")
     exp.add_argument("--where", required=True, help="a SQL predicate, e.g. \"l_shipdate >= DATE '1995-01-01'\"")
     exp.add_argument("--columns", help="columns the query reads, a,b,c (default: all)")
+    exp.add_argument(
+        "--join",
+        nargs=4,
+        action="append",
+        default=[],
+        metavar=("FACT_COLUMN", "DIMENSION", "KEY", "WHERE"),
+        help="the query joins the dimension table at path DIMENSION on FACT_COLUMN = KEY and filters it by "
+        "WHERE (repeat); files' joined ranges skip by it",
+    )
     exp.add_argument("--json", action="store_true")
     exp.set_defaults(handler=cmd_explain)
 

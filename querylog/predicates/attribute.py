@@ -308,18 +308,15 @@ def _join_keys(
     null_supplying: set[str],
     identity: Identity,
 ) -> dict[str, list[JoinKey]]:
-    """Per alias, its inner equi-joins with a base table whose scan has filters. Neither side may be
-    padded with NULLs by an outer join: there, a row survives without a match."""
+    """Per alias, its inner equi-joins with a base table (with that table's filters, possibly none: a
+    snowflake chain's middle table, `querylog.capture`). Neither side may be padded with NULLs by an
+    outer join: there, a row survives without a match."""
     keys: dict[str, list[JoinKey]] = {}
     for left, right in equalities:
         for own, other in ((left, right), (right, left)):
-            if (
-                own.table in tables
-                and other.table in tables
-                and filters.get(other.table)
-                and not {own.table, other.table} & null_supplying
-            ):
-                key = JoinKey(own.name.lower(), identity(tables[other.table]), other.name.lower(), filters[other.table])
+            if own.table in tables and other.table in tables and not {own.table, other.table} & null_supplying:
+                other_filters = filters.get(other.table, ())
+                key = JoinKey(own.name.lower(), identity(tables[other.table]), other.name.lower(), other_filters)
                 if key not in keys.setdefault(own.table, []):
                     keys[own.table].append(key)
     return keys

@@ -176,3 +176,42 @@ def test_the_analysis_says_which_features_stand_for_dimension_filters():
         "k": {"scans": 2, "via": [via_year, "d.k WHERE m = 2"]},
         "k IN (3, 4)": {"scans": 1, "via": ["d.k WHERE m = 2"]},
     }
+
+
+def test_a_snowflake_chain_derives_through_its_unfiltered_middle_table(spark, tmp_path):
+    """lineitem -> supplier -> nation: the nation filter becomes a filter on supplier's nation key,
+    whose suppliers become the fact's key filter; a middle table scanned twice derives nothing."""
+    nations = {0: "FRANCE", 1: "GERMANY", 2: "PERU"}
+    suppliers = {s: (s * 7) % 3 for s in range(1, 31)}
+    write_deltalake(
+        str(tmp_path / "nation"),
+        pa.table({"n_nationkey": pa.array(list(nations), pa.int64()), "n_name": list(nations.values())}),
+    )
+    write_deltalake(
+        str(tmp_path / "supplier"),
+        pa.table(
+            {
+                "s_suppkey": pa.array(list(suppliers), pa.int64()),
+                "s_nationkey": pa.array(list(suppliers.values()), pa.int64()),
+            }
+        ),
+    )
+    schema = {
+        "lineitem": {"l_suppkey": "bigint", "l_price": "double"},
+        "supplier": {"s_suppkey": "bigint", "s_nationkey": "bigint"},
+        "nation": {"n_nationkey": "bigint", "n_name": "string"},
+    }
+    locations = {name: str(tmp_path / name) for name in ("nation", "supplier")}
+    context = SqlContext(schema=schema, watched={"lineitem"}, derive=JoinDeriver(spark, locations))
+    chain = (
+        "SELECT SUM(l_price) FROM lineitem JOIN supplier ON l_suppkey = s_suppkey "
+        "JOIN nation ON s_nationkey = n_nationkey WHERE n_name = 'GERMANY'"
+    )
+    (scan,) = capture_sql(chain, TS, "t", context).scans
+    german = sorted(s for s, n in suppliers.items() if n == 1)
+    assert f"l_suppkey IN ({', '.join(map(str, german))})" in {d.filter for d in scan.derived}
+    assert {d.via for d in scan.derived} == {"supplier.s_suppkey WHERE s_nationkey = 1"}
+    twice = chain.replace("WHERE", "JOIN supplier s2 ON s2.s_suppkey = l_suppkey WHERE")
+    assert capture_sql(twice, TS, "t", context).scans[0].derived == ()
+    outer = chain.replace("JOIN nation", "LEFT JOIN nation").replace("WHERE n_name = 'GERMANY'", "")
+    assert capture_sql(outer, TS, "t", context).scans[0].derived == ()

@@ -164,7 +164,8 @@ def _holding(spark, fact, dim, where):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.spark
-def test_a_joined_layout_records_ranges_that_skip_until_the_dimension_moves(spark, star):
+def test_a_joined_layout_records_ranges_that_skip_until_the_dimension_moves(spark, star, capsys):
+    from optimizer.cli.main import main
     from optimizer.clustering import optimize
     from optimizer.features import FeatureSet, JoinedFeature
     from optimizer.skipping.extended import load_index
@@ -183,6 +184,9 @@ def test_a_joined_layout_records_ranges_that_skip_until_the_dimension_moves(spar
             explained = explain(fact, "TRUE", joins=[join])
             assert explained.skipped_by["joined ranges"] == len(index) - len(kept)
             assert explained.standard.files == len(index)
+            capsys.readouterr()
+            assert main(["explain", "--table", fact.uri, "--where", "TRUE", "--join", "k", dim.uri, "key", where]) == 0
+            assert f"joined ranges        {len(index) - len(kept)}" in capsys.readouterr().out
     facts = spark.read.format("delta").load(fact.uri).where("v < 50")
     keys = spark.read.format("delta").load(dim.uri).where("cat = 'c9'").select("key")
     expected = facts.join(keys, facts["k"] == keys["key"], "left_semi").collect()
