@@ -87,10 +87,12 @@ def capture_filters(
     query_id: str | None = None,
     metrics: Metrics = Metrics(),
     location: str = "",
+    derived: Sequence[DerivedFilter] = (),
 ) -> Captured:
-    """Rows for one scan given its filters as SQL text (each may itself be a conjunction). Columns
-    qualified by the table's name are the table's; other qualified names are struct fields. Filters
-    past the bounds of `predicates.truncate` are cut soundly (conjuncts dropped)."""
+    """Rows for one scan given its filters as SQL text (each may itself be a conjunction), with the
+    join-`derived` filters it implies. Columns qualified by the table's name are the table's; other
+    qualified names are struct fields. Filters past the bounds of `predicates.truncate` are cut soundly
+    (conjuncts dropped)."""
     qualifiers = frozenset({table_id, table_id.rstrip("/").rsplit("/", 1)[-1].rsplit(".", 1)[-1]})
     canonical: set[str] = set()
     cut = 0
@@ -102,9 +104,10 @@ def capture_filters(
             return Captured(quarantined=(QuarantineRecord(ts, source, location or table_id, str(err), text),))
         canonical.update(found)
         cut += dropped
-    kept = bound_filters(canonical)
+    every = canonical | {d.filter for d in derived}
+    kept = bound_filters(every)
     return Captured(
-        truncated=int(bool(cut) or len(kept) < len(canonical)),
+        truncated=int(bool(cut) or len(kept) < len(every)),
         scans=(
             ScanRecord(
                 query_id=query_id or uuid.uuid4().hex,
@@ -117,6 +120,7 @@ def capture_filters(
                 bytes_scanned=metrics.bytes_scanned,
                 files_scanned=metrics.files_scanned,
                 duration_ms=metrics.duration_ms,
+                derived=tuple(d for d in derived if d.filter in kept and d.filter not in canonical),
             ),
         ),
     )
@@ -161,7 +165,7 @@ def capture_sql(
     records = []
     truncated = bool(result.dropped)
     for s in watched:
-        derived = _derived(s, result.scans, context.derive)
+        derived = derived_filters(s, result.scans, context.derive)
         every = {*s.filters, *(d.filter for d in derived)}
         filters = bound_filters(every)
         truncated |= len(filters) < len(every)
@@ -185,7 +189,7 @@ def capture_sql(
     return Captured(scans=tuple(records), statements=1, resolved=int(not result.unresolved), truncated=int(truncated))
 
 
-def _derived(scan: TableScan, scans: Sequence[TableScan], derive: Derive | None) -> tuple[DerivedFilter, ...]:
+def derived_filters(scan: TableScan, scans: Sequence[TableScan], derive: Derive | None) -> tuple[DerivedFilter, ...]:
     """The join-derived filters of a scan that the query does not already state. A join with an
     unfiltered table that itself joins a filtered one (a snowflake chain: fact -> dimension -> outer
     dimension, one level) derives through it: the outer filter's keys first become a filter on the

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from querylog.errors import QueryLogError
-from querylog.importers.eventlog import _location, _scan_nodes, _table_name, scan_filters_from_plan
+from querylog.importers.eventlog import _location, _table_name, scan_filters_from_plan
+from querylog.importers.plan_joins import scan_nodes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -47,7 +48,7 @@ def dataframe_scans(df: DataFrame, aliases: Mapping[str, str] | None = None) -> 
     plan = _plan_info(df.sparkSession, jdf.queryExecution().sparkPlan())
     aliases = aliases or {}
     scans = []
-    for node in _scan_nodes(plan):
+    for node in scan_nodes(plan):
         path, name = _location(node["metadata"]), _table_name(node)
         table_id = aliases.get(path) or (aliases.get(name) if name else None) or name or path
         filters, columns = scan_filters_from_plan(node)

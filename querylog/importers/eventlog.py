@@ -5,7 +5,8 @@ From each ``SparkListenerSQLExecutionStart`` event:
 * when ``description`` is SQL text (SQL warehouses and the Thrift server put it there), the statement
   goes through the SQL path like any other;
 * otherwise the scan nodes of ``sparkPlanInfo`` give the table (``Location`` or the catalog name), the
-  columns read (``ReadSchema``) and the filters (``PushedFilters``, plus unambiguous ``DataFilters``).
+  columns read (``ReadSchema``) and the filters (``PushedFilters``, plus unambiguous ``DataFilters``);
+  its inner equi-joins (`plan_joins`) give the join-derived filters, as the SQL path derives them.
   ``IsNotNull`` filters are dropped: Spark infers them for join keys and compared columns, and a plan
   cannot tell those from written ones (the SQL path never sees inferred ones either).
 
@@ -20,37 +21,32 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from sqlglot import exp
 
-from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql
+from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql, derived_filters
 from querylog.errors import PredicateError
 from querylog.importers import ImportReport, commit_import
 from querylog.importers.eventlog_files import EventLogReading, event_lines
+from querylog.importers.plan_joins import plan_join_keys, scan_nodes
 from querylog.importers.pushed_filters import (
     parse_data_filter,
     parse_pushed_filter,
     parse_read_schema,
     split_filter_list,
 )
+from querylog.predicates.attribute import JoinKey, TableScan
 from querylog.predicates.normalize import canonical_conjuncts
-from querylog.records import QuarantineRecord
+from querylog.records import DerivedFilter, QuarantineRecord
 
 START = "SparkListenerSQLExecutionStart"
 END = "SparkListenerSQLExecutionEnd"
 SQL_START = re.compile(r"^\s*(\(\s*)*(select|with|insert|create\s+table|from)\b", re.I)
-
-
-def _scan_nodes(plan: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
-    metadata = plan.get("metadata") or {}
-    if "ReadSchema" in metadata and "Location" in metadata:
-        yield plan
-    for child in plan.get("children") or []:
-        yield from _scan_nodes(child)
 
 
 def _location(metadata: Mapping[str, Any]) -> str:
@@ -89,10 +85,35 @@ def _is_not_null(predicate: exp.Expr) -> bool:
     )
 
 
+def _identity(context: SqlContext, node: Mapping[str, Any]) -> str:
+    """The log identity of the table a scan node reads: an alias of its path or name, else the name,
+    else the path."""
+    path, name = _location(node["metadata"]), _table_name(node)
+    return context.aliases.get(path) or (context.aliases.get(name) if name else None) or name or path
+
+
+def _dimension_filters(node: Mapping[str, Any]) -> tuple[str, ...]:
+    """A joined scan's filters (none when unreadable: nothing is derived from it)."""
+    try:
+        return tuple(scan_filters_from_plan(node)[0])
+    except PredicateError:
+        return ()
+
+
+def _derived(
+    table_id: str, filters: list[str], columns: list[str], joins: list[JoinKey], context: SqlContext
+) -> tuple[DerivedFilter, ...]:
+    """The join-derived filters of a watched scan of a plan (`plan_joins`)."""
+    if not joins or context.derive is None:
+        return ()
+    scan = TableScan(table_id, table_id, tuple(filters), tuple(columns), tuple(joins))
+    return derived_filters(scan, (), context.derive)
+
+
 def _capture_plan(
     event: Mapping[str, Any], ts: datetime, context: SqlContext, location: str, metrics: Metrics
 ) -> Captured:
-    nodes = list(_scan_nodes(event.get("sparkPlanInfo") or {}))
+    nodes = list(scan_nodes(event.get("sparkPlanInfo") or {}))
     if not nodes:
         return Captured(
             quarantined=(
@@ -107,9 +128,9 @@ def _capture_plan(
         )
     captured = Captured()
     query_id = f"{location}"
+    joins = plan_join_keys(event.get("sparkPlanInfo") or {}, partial(_identity, context), _dimension_filters)
     for node in nodes:
-        path, name = _location(node["metadata"]), _table_name(node)
-        table_id = context.aliases.get(path) or (context.aliases.get(name) if name else None) or name or path
+        table_id = _identity(context, node)
         if context.watched is not None and table_id not in context.watched:
             continue
         try:
@@ -128,6 +149,7 @@ def _capture_plan(
             query_id=query_id,
             metrics=metrics if len(nodes) == 1 else Metrics(),
             location=location,
+            derived=_derived(table_id, filters, columns, joins.get(id(node), []), context),
         )
     if not captured.scans and not captured.quarantined:
         captured += Captured(

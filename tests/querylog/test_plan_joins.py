@@ -1,0 +1,66 @@
+"""Join-derived filters from Spark plans: an event log's query that left no SQL text derives its fact
+scan's key filters from the plan's inner equi-joins, as the SQL path does."""
+
+from __future__ import annotations
+
+from querylog.capture import SqlContext
+from querylog.importers.eventlog import import_event_log
+from querylog.importers.plan_joins import plan_join_keys
+from querylog.predicates.attribute import JoinKey
+from querylog.records import DerivedFilter
+from querylog.store import QueryLogTable
+from tests.golden import FIXTURES
+from tests.querylog.test_querylog import SPARK4_ALIASES
+
+
+def _scan(name: str, output: str) -> dict:  # type: ignore[type-arg]
+    return {
+        "nodeName": "Scan parquet",
+        "simpleString": f"FileScan parquet [{output}] Batched: true",
+        "metadata": {"Location": f"InMemoryFileIndex(1 paths)[file:/wh/{name}]", "ReadSchema": "struct<>"},
+        "children": [],
+    }
+
+
+def _join(kind: str, left: str, right: str, *children: dict) -> dict:  # type: ignore[type-arg]
+    return {
+        "nodeName": "BroadcastHashJoin",
+        "simpleString": f"BroadcastHashJoin [{left}], [{right}], {kind}, BuildRight, false",
+        "children": list(children),
+    }
+
+
+def test_keys_are_the_scans_own_columns_on_inner_joins_only():
+    fact, part = _scan("lineitem", "l_partkey#1L,l_price#2"), _scan("part", "p_partkey#7L,p_brand#8")
+    identity = lambda node: node["metadata"]["Location"].rsplit("/", 1)[-1].rstrip("]")  # noqa: E731
+    filters = lambda node: ("p_brand = 'B1'",) if identity(node) == "part" else ()  # noqa: E731
+    keys = plan_join_keys(_join("Inner", "l_partkey#1L", "p_partkey#7L", fact, part), identity, filters)
+    assert keys == {id(fact): [JoinKey("l_partkey", "part", "p_partkey", ("p_brand = 'B1'",))]}
+    assert plan_join_keys(_join("LeftOuter", "l_partkey#1L", "p_partkey#7L", fact, part), identity, filters) == {}
+    computed = _join("Inner", "l_partkey#1L", "(p_partkey#7L + 1)", fact, part)  # not the dimension's column
+    assert plan_join_keys(computed, identity, filters) == {}
+    other = _join("Inner", "l_partkey#1L", "p_partkey#99L", fact, part)  # an id no scan outputs
+    assert plan_join_keys(other, identity, filters) == {}
+
+
+def test_an_event_log_plan_derives_the_fact_scans_key_filters(tmp_path):
+    asked: list[JoinKey] = []
+
+    def derive(key: JoinKey) -> tuple[DerivedFilter, ...]:
+        asked.append(key)
+        return (
+            DerivedFilter(
+                f"{key.column} <= 99", f"{key.other}.{key.other_column} WHERE {' AND '.join(key.other_filters)}"
+            ),
+        )
+
+    log = QueryLogTable(str(tmp_path / "log"))
+    context = SqlContext(aliases=SPARK4_ALIASES, watched={"lineitem"}, derive=derive)
+    report = import_event_log(log, FIXTURES / "eventlog" / "spark4-uncompressed", context)
+    assert report.warnings == ()
+    assert asked == [JoinKey("l_orderkey", "orders", "o_orderkey", ("o_orderdate < CAST('1995-03-15' AS DATE)",))]
+    (joined,) = [r for r in log.read("lineitem") if r.derived]
+    assert "l_orderkey <= 99" in joined.filters and len(joined.filters) == 2
+    assert joined.derived == (
+        DerivedFilter("l_orderkey <= 99", "orders.o_orderkey WHERE o_orderdate < CAST('1995-03-15' AS DATE)"),
+    )
