@@ -69,6 +69,7 @@ from querylog.store import QueryLogTable
 EXPERT = ("l_shipdate", "l_partkey", "l_suppkey")
 DATE_ORDER = ("l_shipdate",)  # the date-ordered layout standard readers are judged against
 FILES = 48  # the rewrite target: this fraction of the table as loaded
+READERS = {"deltaopt": 1.0}  # who the service prices layouts for: here, readers through deltaopt's pruning
 APPENDS = 4
 SIZES = ("SM", "MED", "LG", "JUMBO", "WRAP")
 CONTAINERS = ("CASE", "BOX", "BAG", "JAR", "PKG", "PACK", "CAN", "DRUM")
@@ -214,10 +215,12 @@ def run(
     work: Path | None = None,
     report: bool = True,
     files: int = FILES,
+    readers: Mapping[str, float] = READERS,
 ) -> dict[str, Any]:
     """The whole benchmark over `families` (default: all), rewriting into files of about 1/`files` of
-    the table as loaded (a large table's file count at a small scale); `report=False` (the tests)
-    writes no report."""
+    the table as loaded (a large table's file count at a small scale), the service pricing layouts for
+    `readers` (shares of deltaopt's pruning and standard readers); `report=False` (the tests) writes
+    no report."""
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown:
         raise ValueError(f"unknown families {unknown}; known: {sorted(FAMILIES)}")
@@ -252,9 +255,9 @@ def run(
         DeltaTable(str(copy)).optimize.z_order(list(columns), target_size=target)
         seconds[label] = round(time.perf_counter() - clock, 1)
         layouts[f"delta-rs z_order({', '.join(columns)})"] = str(copy)
-    # priced for readers that read through deltaopt's pruning (the question here); the min/max and
-    # DuckDB columns show what standard readers get from the same layouts
-    thresholds = Thresholds(sample_rows=100_000, target_file_size=target, min_new_bytes=1, readers={"deltaopt": 1.0})
+    # priced for `readers` (by default those that read through deltaopt's pruning: the question here);
+    # the min/max and DuckDB columns show what standard readers get from the same layouts
+    thresholds = Thresholds(sample_rows=100_000, target_file_size=target, min_new_bytes=1, readers=dict(readers))
     decisions = {}
     runs = [  # (label, log, where dimensions are: joined features need them)
         ("ranges only", logs["ranges only"], {}),
@@ -287,6 +290,7 @@ def run(
         "scale": scale,
         "queries": queries,
         "target_files": files,
+        "readers": dict(readers),
         "families": list(families or FAMILIES),
         "generate_seconds": round(generated, 1),
         "decisions": decisions,
@@ -295,7 +299,7 @@ def run(
         "duckdb_errors": dict(reader.errors),
     }
     if report:
-        report_name = _report_name(families, scale, files)
+        report_name = _report_name(families, scale, files, readers)
         (Path(__file__).parent / "reports" / f"{report_name}.json").write_text(
             json.dumps(results, indent=1, default=str)
         )
@@ -303,15 +307,18 @@ def run(
     return results
 
 
-def _report_name(families: Sequence[str], scale: float = 0.1, files: int = FILES) -> str:
-    """``star`` for every family, else ``star-`` and the families' words; a scale or file target other
-    than the defaults adds ``-sf<scale>`` / ``-<files>files``."""
+def _report_name(
+    families: Sequence[str], scale: float = 0.1, files: int = FILES, readers: Mapping[str, float] = READERS
+) -> str:
+    """``star`` for every family, else ``star-`` and the families' words; a scale, file target or
+    readers other than the defaults add ``-sf<scale>`` / ``-<files>files`` / ``-<reader><share>...``."""
     name = "star"
     if families and set(families) != set(FAMILIES):
         name += "-" + "-".join(re.sub(r"[^a-z]+", "-", f.lower()).strip("-") for f in families)
     if scale != 0.1:
         name += f"-sf{scale:g}"
-    return name + (f"-{files}files" if files != FILES else "")
+    name += f"-{files}files" if files != FILES else ""
+    return name + ("".join(f"-{r}{share:g}" for r, share in readers.items()) if dict(readers) != READERS else "")
 
 
 def _report(results: dict[str, Any], report_name: str) -> None:
@@ -368,6 +375,8 @@ def _report(results: dict[str, Any], report_name: str) -> None:
     chosen = "" if everything else "".join(f" --family '{f}'" for f in results["families"])
     if results["target_files"] != FILES:
         chosen += f" --files {results['target_files']}"
+    if results["readers"] != READERS:
+        chosen += " --readers " + ",".join(f"{r}={share:g}" for r, share in results["readers"].items())
     write_report(
         report_name,
         "Star schema: fact bytes read per query family and layout",
@@ -393,5 +402,11 @@ def main(argv: list[str] | None = None) -> None:
         "--family", action="append", default=[], choices=sorted(FAMILIES), help="only these query families (repeat)"
     )
     parser.add_argument("--files", type=int, default=FILES, help="rewrite into files of 1/FILES of the table")
+    parser.add_argument(
+        "--readers",
+        default="deltaopt=1",
+        help="shares the service prices layouts for, e.g. deltaopt=0.5,standard=0.5",
+    )
     args = parser.parse_args(argv)
-    run(args.scale, args.queries, families=args.family, files=args.files)
+    readers = {name: float(share) for name, _, share in (p.partition("=") for p in args.readers.split(","))}
+    run(args.scale, args.queries, families=args.family, files=args.files, readers=readers)

@@ -178,9 +178,10 @@ def candidate_layouts(features: FeatureSet, joined: Sequence[JoinedFeature] = ()
 
 
 def _with_joined(features: FeatureSet, joined: tuple[JoinedFeature, ...]) -> list[tuple[str, FeatureSet]]:
-    """The analysed layout with the joined features (in both orders where it has SOP features), and
-    each joined feature alone: n files cut d dimensions about n^(1/d) times each, so on few files one
-    attribute gathered well can beat several gathered poorly."""
+    """The analysed layout with the joined features (in both orders where it has SOP features), its Z
+    features with them (SOP features as statistics), each joined feature alone and all of them alone:
+    n files cut d dimensions about n^(1/d) times each, so one or two attributes gathered well can beat
+    more gathered poorly."""
     names = ", ".join(f"{j.dimension}.{j.attribute}" for j in joined)
     found = [(f"with {names}", replace(features, joined=joined))]
     if features.sop:
@@ -190,6 +191,11 @@ def _with_joined(features: FeatureSet, joined: tuple[JoinedFeature, ...]) -> lis
     )
     if len(joined) > 1 or not features.is_empty:
         found.extend((f"{j.dimension}.{j.attribute} alone", replace(statistics_only, joined=(j,))) for j in joined)
+    if len(joined) > 1 and not features.is_empty:
+        found.append((f"{names} alone", statistics_only))  # the attributes only: fewer dimensions, finer cuts
+    if features.z and features.sop:
+        z_only = FeatureSet(z=features.z, z_add=features.z_add, sop_add=(*features.sop, *features.sop_add))
+        found.append((f"Z-order with {names}", replace(z_only, joined=joined)))
     return found
 
 

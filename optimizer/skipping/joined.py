@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from optimizer.errors import DeltaOptError
 from optimizer.skipping.extended import location_key
-from optimizer.skipping.filestats import FileStats
+from optimizer.skipping.filestats import Bounds, FileStats
 from optimizer.skipping.pruning import Predicate, might_match, prepare
 from querylog.records import DerivedFilter
 
@@ -92,10 +92,10 @@ def may_join(prepared: Sequence[_Prepared], stats: FileStats) -> bool:
     return True
 
 
-def _as_file(path: str, ranges: Mapping[str, object]) -> FileStats:
+def _as_file(path: str, ranges: Mapping[str, Bounds]) -> FileStats:
     """The joined dimension rows of one file as pruning sees a file: attribute bounds, row count
     unknown."""
-    return FileStats(path, None, dict(ranges))  # type: ignore[arg-type]
+    return FileStats(path, None, ranges)
 
 
 def from_derived(derived: Iterable[DerivedFilter], locations: Mapping[str, str]) -> list[JoinFilter]:

@@ -74,6 +74,22 @@ def test_joined_features_round_trip_and_are_absent_when_none():
     assert names == ["as analysed", "with part.p_brand", "part.p_brand alone"]
 
 
+def test_with_two_joined_features_the_attributes_alone_and_z_with_them_are_compared_too():
+    """On n files d dimensions are cut about n^(1/d) times each: the attributes alone (two dimensions)
+    or the Z features with them (SOP only as statistics) can gather each attribute more finely."""
+    from optimizer.features import SopFeature
+
+    brand = JoinedFeature("l_partkey", "part", "/w/part", "p_partkey", "p_brand")
+    nation = JoinedFeature("l_suppkey", "supplier", "/w/supplier", "s_suppkey", "s_nationkey")
+    features = FeatureSet(z=(ZFeature("d"),), sop=(SopFeature("x = 1"),))
+    layouts = dict(candidate_layouts(features, (brand, nation)))
+    alone = layouts["part.p_brand, supplier.s_nationkey alone"]
+    assert alone.z == () and alone.sop == () and alone.joined == (brand, nation)
+    assert [f.expression for f in alone.z_add] == ["d"] and [f.predicate for f in alone.sop_add] == ["x = 1"]
+    with_z = layouts["Z-order with part.p_brand, supplier.s_nationkey"]
+    assert with_z.z == features.z and with_z.sop == () and with_z.joined == (brand, nation)
+
+
 @pytest.fixture(scope="module")
 def star(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     """A fact table (40,000 rows; keys scattered, some NULL, some the dimension lacks) and its dimension
