@@ -31,12 +31,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
 from optimizer.errors import DeltaOptError
+from optimizer.skipping.extended import location_key
 from optimizer.spark_expr import expression_column
 from optimizer.table import open_table
 from querylog.errors import QueryLogError
@@ -69,9 +70,11 @@ class JoinDeriver:
     _cache: dict[tuple[Any, ...], tuple[DerivedFilter, ...]] = field(default_factory=dict)
 
     def __call__(self, key: JoinKey) -> tuple[DerivedFilter, ...]:
-        uri = self._locate(key.other)
-        if uri is None:
+        located = self._locate(key.other)
+        if located is None:
             return ()
+        name, uri = located
+        key = replace(key, other=name)  # ``via`` names the dimension as the catalog does
         try:
             table = open_table(uri)
             snapshot = table.snapshot()
@@ -85,9 +88,15 @@ class JoinDeriver:
             self._cache[cache_key] = self._evaluate(table, snapshot, key)
         return self._cache[cache_key]
 
-    def _locate(self, name: str) -> str | None:
-        name = name.lower()
-        return self.locations.get(name) or self.locations.get(name.rsplit(".", 1)[-1])
+    def _locate(self, name: str) -> tuple[str, str] | None:
+        """(catalog name, location) of a table named as a query names it: its name, a qualified name
+        (``spark_catalog.default.part``) or its path (a plan's scan of an unnamed table)."""
+        lowered = name.lower()
+        for candidate in (lowered, lowered.rsplit(".", 1)[-1]):
+            if candidate in self.locations:
+                return candidate, self.locations[candidate]
+        path = location_key(name)  # paths compare exactly: case matters on most stores
+        return next(((t, uri) for t, uri in self.locations.items() if location_key(uri) == path), None)
 
     def _evaluate(self, table: TableAccess, snapshot: Snapshot, key: JoinKey) -> tuple[DerivedFilter, ...]:
         """The derived conjuncts, from the snapshot the cache key names."""

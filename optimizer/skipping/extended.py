@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -75,9 +76,9 @@ class JoinedRanges:
 
 
 def location_key(location: str) -> str:
-    """A table location as recorded and compared: without a trailing slash or a ``file://`` scheme."""
-    text = location.rstrip("/")
-    return text[len("file://") :] if text.startswith("file:///") else text
+    """A table location as recorded and compared: without a trailing slash or a ``file:`` scheme
+    (``file:///wh/part/`` and Spark's ``file:/wh/part`` are ``/wh/part``)."""
+    return re.sub(r"^file:(//)?(?=/)", "", location.rstrip("/"))
 
 
 @dataclass(frozen=True)

@@ -215,3 +215,15 @@ def test_a_snowflake_chain_derives_through_its_unfiltered_middle_table(spark, tm
     assert capture_sql(twice, TS, "t", context).scans[0].derived == ()
     outer = chain.replace("JOIN nation", "LEFT JOIN nation").replace("WHERE n_name = 'GERMANY'", "")
     assert capture_sql(outer, TS, "t", context).scans[0].derived == ()
+
+
+def test_a_dimension_named_by_its_path_derives_under_its_catalog_name(spark, tmp_path):
+    """A plan's scan of an unnamed table gives its path; the deriver finds it among the locations and
+    `via` names the table as the catalog does (joined features look dimensions up by that name)."""
+    _date_dim(tmp_path / "date_dim", random.Random(4))
+    deriver = JoinDeriver(spark, {"date_dim": str(tmp_path / "date_dim")})
+    by_path = deriver(JoinKey("k", f"file:{tmp_path}/date_dim/", "d_date_sk", ("d_year = 2003",)))
+    assert by_path and {d.via for d in by_path} == {"date_dim.d_date_sk WHERE d_year = 2003"}
+    qualified = deriver(JoinKey("k", "spark_catalog.default.date_dim", "d_date_sk", ("d_year = 2003",)))
+    assert {d.filter for d in qualified} == {d.filter for d in by_path}
+    assert deriver(JoinKey("k", f"{tmp_path}/DATE_DIM", "d_date_sk", ("d_year = 2003",))) == ()
