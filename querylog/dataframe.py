@@ -2,7 +2,8 @@
 
 The physical plan is converted with Spark's own ``SparkPlanInfo.fromSparkPlan`` (the structure the
 event log serialises), so a DataFrame is read by the same code as an event-log execution: scan
-location, read schema, pushed and unambiguous data filters. Needs classic PySpark (a JVM gateway);
+location, read schema, pushed and unambiguous data filters, and the inner equi-joins join-derived
+filters come from. Needs classic PySpark (a JVM gateway);
 under Spark Connect, record SQL text or import event logs instead.
 """
 
@@ -12,8 +13,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from querylog.errors import QueryLogError
-from querylog.importers.eventlog import _location, _table_name, scan_filters_from_plan
-from querylog.importers.plan_joins import scan_nodes
+from querylog.importers.eventlog import _dimension_filters, _location, _table_name, scan_filters_from_plan
+from querylog.importers.plan_joins import plan_join_keys, scan_nodes
+from querylog.predicates.attribute import JoinKey
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -35,6 +37,7 @@ def _to_dict(info: Any) -> dict[str, Any]:
     children = info.children()
     return {
         "nodeName": str(info.nodeName()),
+        "simpleString": str(info.simpleString()),
         "metadata": metadata,
         "children": [_to_dict(children.apply(i)) for i in range(children.size())],
     }
@@ -42,23 +45,33 @@ def _to_dict(info: Any) -> dict[str, Any]:
 
 def dataframe_scans(df: DataFrame, aliases: Mapping[str, str] | None = None) -> list[tuple[str, list[str], list[str]]]:
     """(table identity, filters as SQL, columns read) for every file scan of `df`'s plan."""
+    return [(table_id, filters, columns) for table_id, filters, columns, _ in _scans(df, aliases or {})]
+
+
+def _scans(df: DataFrame, aliases: Mapping[str, str]) -> list[tuple[str, list[str], list[str], list[JoinKey]]]:
+    """`dataframe_scans` with each scan's inner equi-joins with filtered scans (`plan_joins`)."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         raise QueryLogError("recording a DataFrame needs classic PySpark; under Spark Connect record its SQL text")
     plan = _plan_info(df.sparkSession, jdf.queryExecution().sparkPlan())
-    aliases = aliases or {}
+
+    def identity(node: Mapping[str, Any]) -> str:
+        path, name = _location(node["metadata"]), _table_name(node)
+        return aliases.get(path) or (aliases.get(name) if name else None) or name or path
+
+    joins = plan_join_keys(plan, identity, _dimension_filters)
     scans = []
     for node in scan_nodes(plan):
-        path, name = _location(node["metadata"]), _table_name(node)
-        table_id = aliases.get(path) or (aliases.get(name) if name else None) or name or path
         filters, columns = scan_filters_from_plan(node)
-        scans.append((table_id, filters, columns))
+        scans.append((identity(node), filters, columns, joins.get(id(node), [])))
     return scans
 
 
 def record_dataframe(recorder: Recorder, df: DataFrame, aliases: Mapping[str, str] | None = None) -> int:
-    """Record the scans of `df` (call it where the DataFrame is executed). Returns scans recorded."""
-    scans = dataframe_scans(df, aliases)
-    for table_id, filters, columns in scans:
-        recorder.record(table_id, filters, columns)
+    """Record the scans of `df` (call it where the DataFrame is executed), with their joins: where the
+    recorder's context derives, a fact scan joined to a filtered dimension gets its join-derived
+    filters as from SQL. Returns scans recorded."""
+    scans = _scans(df, aliases or {})
+    for table_id, filters, columns, joins in scans:
+        recorder.record(table_id, filters, columns, joins=joins)
     return len(scans)

@@ -25,8 +25,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql
+from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql, derived_filters
 from querylog.durable import atomic_file
+from querylog.predicates.attribute import JoinKey, TableScan
 from querylog.records import (
     LOG_SCHEMA,
     QUARANTINE_SCHEMA,
@@ -51,6 +52,7 @@ class _Filters:
     ts: datetime
     query_id: str | None
     metrics: Metrics
+    joins: tuple[JoinKey, ...] = ()  # inner equi-joins with filtered tables (a DataFrame's plan)
 
 
 @dataclass(frozen=True)
@@ -104,9 +106,12 @@ class Recorder:
         ts: datetime | None = None,
         query_id: str | None = None,
         metrics: Metrics = Metrics(),
+        joins: Sequence[JoinKey] = (),
     ) -> None:
-        """Record one scan of `table_id` with its pushed filters (SQL text)."""
-        self._enqueue(_Filters(table_id, tuple(filters), tuple(columns), ts or datetime.now(UTC), query_id, metrics))
+        """Record one scan of `table_id` with its pushed filters (SQL text) and its inner equi-joins with
+        filtered tables (`joins`: join-derived filters come from them when the context derives)."""
+        when = ts or datetime.now(UTC)
+        self._enqueue(_Filters(table_id, tuple(filters), tuple(columns), when, query_id, metrics, tuple(joins)))
 
     def record_sql(
         self, sql: str, ts: datetime | None = None, query_id: str | None = None, metrics: Metrics = Metrics()
@@ -151,6 +156,7 @@ class Recorder:
                 metrics=item.metrics,
                 scans=self._templates,
             )
+        scan = TableScan(item.table_id, item.table_id, item.filters, item.columns, item.joins)
         return capture_filters(
             item.table_id,
             item.filters,
@@ -159,6 +165,7 @@ class Recorder:
             self.source,
             query_id=item.query_id,
             metrics=item.metrics,
+            derived=derived_filters(scan, (), self.context.derive),
         )
 
     def flush(self) -> int:

@@ -64,3 +64,32 @@ def test_an_event_log_plan_derives_the_fact_scans_key_filters(tmp_path):
     assert joined.derived == (
         DerivedFilter("l_orderkey <= 99", "orders.o_orderkey WHERE o_orderdate < CAST('1995-03-15' AS DATE)"),
     )
+
+
+def test_a_recorded_dataframe_join_derives_the_fact_scans_key_filters(spark, tmp_path):
+    """Live recording of DataFrame code: the fact scan joined to a filtered dimension gets the same
+    join-derived filters as the SQL path (the dimension named by its path in the plan)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from pyspark.sql import functions as F
+
+    from optimizer.joins import JoinDeriver
+    from querylog.dataframe import record_dataframe
+    from querylog.recorder import Recorder
+
+    part = str(tmp_path / "part")
+    write_deltalake(
+        part, pa.table({"p_partkey": pa.array(range(40), pa.int64()), "p_brand": [f"B{k % 4}" for k in range(40)]})
+    )
+    fact = str(tmp_path / "lineitem")
+    spark.range(400).select((F.col("id") % 40).alias("l_partkey"), F.col("id").alias("l_price")).write.parquet(fact)
+    brand = spark.read.parquet(part).where(F.col("p_brand") == "B1")
+    df = spark.read.parquet(fact).join(brand, F.col("l_partkey") == F.col("p_partkey")).select("l_price")
+    log = QueryLogTable(str(tmp_path / "log"))
+    context = SqlContext(watched={"lineitem"}, derive=JoinDeriver(spark, {"part": part}))
+    with Recorder(log, tmp_path / "spill", context=context) as recorder:
+        assert record_dataframe(recorder, df, {fact: "lineitem"}) == 2
+    (scan,) = log.read("lineitem")
+    keys = ", ".join(str(k) for k in range(1, 40, 4))
+    assert f"l_partkey IN ({keys})" in scan.filters
+    assert {d.via for d in scan.derived} == {"part.p_partkey WHERE p_brand = 'B1'"}
