@@ -106,6 +106,7 @@ class Recorder:
         ts: datetime | None = None,
         query_id: str | None = None,
         metrics: Metrics = Metrics(),
+        *,
         joins: Sequence[JoinKey] = (),
     ) -> None:
         """Record one scan of `table_id` with its pushed filters (SQL text) and its inner equi-joins with
