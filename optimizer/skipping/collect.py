@@ -7,7 +7,7 @@ statistics the real table will have.
 * min/max/NULL count of every Z and additional Z feature that is not a plain column with Delta
   statistics (timestamps aggregated as epoch microseconds);
 * the SOP bit of every SOP and additional SOP feature: 1 when some row of the file satisfies it;
-* the exact values of every key column (`key_columns`: a column a SOP feature lists keys of, as
+* the exact values of every key column (`listed_columns`: a column a SOP feature lists keys of, as
   join-induced key sets do), where the file holds at most `extended.MAX_KEY_SET` of them. Spark
   collects a file's distinct keys while aggregating it, so the memory this takes is bounded by the
   rows of one file, never by the table.
@@ -90,12 +90,12 @@ def stats_spec(frame: DataFrame, features: FeatureSet, plain_with_stats: set[str
     schema = {f.name.lower(): (f.name, f.dataType.simpleString()) for f in frame.schema.fields}
     # key sets where queries test keys against lists: IN predicates, and joined features' fact keys
     # (the dimension filters reach the files as key lists, `optimizer.joins`)
-    wanted = dict.fromkeys([*key_columns(sop), *(j.fact_column for j in features.joined)])
+    wanted = dict.fromkeys([*listed_columns(sop), *(j.fact_column for j in features.joined)])
     keys = tuple(schema[c] for c in wanted if c in schema and schema[c][1] in KEY_TYPES)
     return StatsSpec(tuple(zip(expressions, types[: len(expressions)], strict=True)), sop, keys)
 
 
-def key_columns(predicates: Sequence[str]) -> list[str]:
+def listed_columns(predicates: Sequence[str]) -> list[str]:
     """Lower-cased top-level columns that `predicates` test against a list of constants, in order."""
     found: list[str] = []
     for text in predicates:

@@ -3,7 +3,7 @@
 Per file written by an OPTIMIZE run: min/max of every Z feature and additional Z expression that is
 not a plain column, the SOP bit vector over the clustering and additional SOP features, with the
 feature list it refers to, and the exact set of values of each key column (a column that key-list
-features test: join keys, `collect.key_columns`) when the file holds at most `MAX_KEY_SET` of them.
+features test: join keys, `collect.listed_columns`) when the file holds at most `MAX_KEY_SET` of them.
 A key set answers any later list of keys (a dimension filter evaluated at query time, whatever the
 dimension became): a file none of whose values is listed holds no matching row. Files of a layout with
 joined features also keep, per dimension, the min/max of the joined attributes over the dimension rows
