@@ -87,10 +87,12 @@ def capture_filters(
     query_id: str | None = None,
     metrics: Metrics = Metrics(),
     location: str = "",
-    derived: Sequence[DerivedFilter] = (),
+    joins: Sequence[JoinKey] = (),
+    derive: Derive | None = None,
 ) -> Captured:
     """Rows for one scan given its filters as SQL text (each may itself be a conjunction), with the
-    join-`derived` filters it implies. Columns qualified by the table's name are the table's; other
+    filters `derive` derives from its inner equi-`joins` with filtered tables (a plan's joins, as
+    `capture_sql` derives a statement's). Columns qualified by the table's name are the table's; other
     qualified names are struct fields. Filters past the bounds of `predicates.truncate` are cut soundly
     (conjuncts dropped)."""
     qualifiers = frozenset({table_id, table_id.rstrip("/").rsplit("/", 1)[-1].rsplit(".", 1)[-1]})
@@ -104,6 +106,10 @@ def capture_filters(
             return Captured(quarantined=(QuarantineRecord(ts, source, location or table_id, str(err), text),))
         canonical.update(found)
         cut += dropped
+    derived: tuple[DerivedFilter, ...] = ()
+    if joins:
+        scan = TableScan(table_id, table_id, tuple(filters), tuple(columns), tuple(joins))
+        derived = derived_filters(scan, (), derive)
     every = canonical | {d.filter for d in derived}
     kept = bound_filters(every)
     return Captured(

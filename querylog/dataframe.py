@@ -10,10 +10,11 @@ under Spark Connect, record SQL text or import event logs instead.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from querylog.errors import QueryLogError
-from querylog.importers.eventlog import _dimension_filters, _location, _table_name, scan_filters_from_plan
+from querylog.importers.eventlog import _dimension_filters, scan_filters_from_plan, scan_identity
 from querylog.importers.plan_joins import plan_join_keys, scan_nodes
 from querylog.predicates.attribute import JoinKey
 
@@ -54,11 +55,7 @@ def _scans(df: DataFrame, aliases: Mapping[str, str]) -> list[tuple[str, list[st
     if jdf is None:
         raise QueryLogError("recording a DataFrame needs classic PySpark; under Spark Connect record its SQL text")
     plan = _plan_info(df.sparkSession, jdf.queryExecution().sparkPlan())
-
-    def identity(node: Mapping[str, Any]) -> str:
-        path, name = _location(node["metadata"]), _table_name(node)
-        return aliases.get(path) or (aliases.get(name) if name else None) or name or path
-
+    identity = partial(scan_identity, aliases)
     joins = plan_join_keys(plan, identity, _dimension_filters)
     scans = []
     for node in scan_nodes(plan):

@@ -25,9 +25,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql, derived_filters
+from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql
 from querylog.durable import atomic_file
-from querylog.predicates.attribute import JoinKey, TableScan
+from querylog.predicates.attribute import JoinKey
 from querylog.records import (
     LOG_SCHEMA,
     QUARANTINE_SCHEMA,
@@ -157,7 +157,6 @@ class Recorder:
                 metrics=item.metrics,
                 scans=self._templates,
             )
-        scan = TableScan(item.table_id, item.table_id, item.filters, item.columns, item.joins)
         return capture_filters(
             item.table_id,
             item.filters,
@@ -166,7 +165,8 @@ class Recorder:
             self.source,
             query_id=item.query_id,
             metrics=item.metrics,
-            derived=derived_filters(scan, (), self.context.derive),
+            joins=item.joins,
+            derive=self.context.derive,
         )
 
     def flush(self) -> int:

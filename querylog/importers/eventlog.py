@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql, derived_filters
+from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql
 from querylog.errors import PredicateError
 from querylog.importers import ImportReport, commit_import
 from querylog.importers.eventlog_files import EventLogReading, event_lines
@@ -40,9 +40,8 @@ from querylog.importers.pushed_filters import (
     parse_read_schema,
     split_filter_list,
 )
-from querylog.predicates.attribute import JoinKey, TableScan
 from querylog.predicates.normalize import canonical_conjuncts
-from querylog.records import DerivedFilter, QuarantineRecord
+from querylog.records import QuarantineRecord
 
 START = "SparkListenerSQLExecutionStart"
 END = "SparkListenerSQLExecutionEnd"
@@ -85,11 +84,11 @@ def _is_not_null(predicate: exp.Expr) -> bool:
     )
 
 
-def _identity(context: SqlContext, node: Mapping[str, Any]) -> str:
+def scan_identity(aliases: Mapping[str, str], node: Mapping[str, Any]) -> str:
     """The log identity of the table a scan node reads: an alias of its path or name, else the name,
     else the path."""
     path, name = _location(node["metadata"]), _table_name(node)
-    return context.aliases.get(path) or (context.aliases.get(name) if name else None) or name or path
+    return aliases.get(path) or (aliases.get(name) if name else None) or name or path
 
 
 def _dimension_filters(node: Mapping[str, Any]) -> tuple[str, ...]:
@@ -98,16 +97,6 @@ def _dimension_filters(node: Mapping[str, Any]) -> tuple[str, ...]:
         return tuple(scan_filters_from_plan(node)[0])
     except PredicateError:
         return ()
-
-
-def _derived(
-    table_id: str, filters: list[str], columns: list[str], joins: list[JoinKey], context: SqlContext
-) -> tuple[DerivedFilter, ...]:
-    """The join-derived filters of a watched scan of a plan (`plan_joins`)."""
-    if not joins or context.derive is None:
-        return ()
-    scan = TableScan(table_id, table_id, tuple(filters), tuple(columns), tuple(joins))
-    return derived_filters(scan, (), context.derive)
 
 
 def _capture_plan(
@@ -128,9 +117,10 @@ def _capture_plan(
         )
     captured = Captured()
     query_id = f"{location}"
-    joins = plan_join_keys(event.get("sparkPlanInfo") or {}, partial(_identity, context), _dimension_filters)
+    plan = event.get("sparkPlanInfo") or {}
+    joins = plan_join_keys(plan, partial(scan_identity, context.aliases), _dimension_filters) if context.derive else {}
     for node in nodes:
-        table_id = _identity(context, node)
+        table_id = scan_identity(context.aliases, node)
         if context.watched is not None and table_id not in context.watched:
             continue
         try:
@@ -149,7 +139,8 @@ def _capture_plan(
             query_id=query_id,
             metrics=metrics if len(nodes) == 1 else Metrics(),
             location=location,
-            derived=_derived(table_id, filters, columns, joins.get(id(node), []), context),
+            joins=joins.get(id(node), ()),
+            derive=context.derive,
         )
     if not captured.scans and not captured.quarantined:
         captured += Captured(
