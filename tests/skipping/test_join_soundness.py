@@ -10,12 +10,13 @@ whatever the change."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from optimizer.joins import key_filters
 from optimizer.skipping.filestats import FileStats, column_bounds
 from optimizer.skipping.pruning import might_match, prepare
+from tests.skipping.tiers import DEFAULT_TIER, SLOW_TIER
 
 ATTRIBUTES = 5
 
@@ -63,14 +64,14 @@ def _check(files, without_keys, after, wanted, limits):  # type: ignore[no-untyp
             assert might_match(predicate, stats), f"file {rows} skipped by {conjuncts}"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@DEFAULT_TIER
 @given(scenarios())
 def test_no_file_joining_the_changed_dimension_is_skipped(scenario):
     _check(*scenario)
 
 
 @pytest.mark.slow
-@settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@SLOW_TIER
 @given(scenarios())
 def test_the_same_on_5000_examples(scenario):
     """The issue's slow-tier property (`make test-slow`)."""

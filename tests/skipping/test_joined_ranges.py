@@ -5,7 +5,7 @@ the dimension is at that version, and never after it moved."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from optimizer.skipping.explain import explain
@@ -14,6 +14,7 @@ from optimizer.skipping.filestats import FileStats, file_stats
 from optimizer.skipping.joined import JoinFilter, from_derived, may_join, prepare_joins, versions_of
 from optimizer.table.access import DataFile
 from querylog.records import DerivedFilter
+from tests.skipping.tiers import DEFAULT_TIER, SLOW_TIER
 
 ATTRIBUTES = 6
 PREDICATES = [  # (dimension filter, does an attribute value satisfy it: NULL never does)
@@ -84,14 +85,14 @@ def _check(files, before, after, changed, predicate):  # type: ignore[no-untyped
             assert may_join(prepared, stats), f"file {rows} skipped by {where} (dimension changed: {changed})"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@DEFAULT_TIER
 @given(scenarios())
 def test_no_file_joining_a_matching_dimension_row_is_skipped(scenario):
     _check(*scenario)
 
 
 @pytest.mark.slow
-@settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@SLOW_TIER
 @given(scenarios())
 def test_the_same_on_5000_examples(scenario):
     _check(*scenario)
