@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from optimizer.skipping.filestats import FileStats
-from optimizer.skipping.joined import JoinFilter, may_join, pinned, prepare_joins, versions_of
+from optimizer.skipping.joined import JoinFilter, JoinPruning
 from optimizer.skipping.pruning import Predicate, column_names_of, might_match, prepare
 from optimizer.skipping.scan import column_sizes, table_file_stats
 
@@ -58,9 +58,8 @@ def explain(
     filters of `joins` is pruned."""
     snapshot = table.snapshot()
     predicate = prepare(where)
-    joins = pinned(joins)
-    on_joins = prepare_joins(joins)
-    full = table_file_stats(table, snapshot, versions=versions_of(joins))
+    joined = JoinPruning.of(joins)
+    full = table_file_stats(table, snapshot, versions=joined.versions)
     standard = table_file_stats(table, snapshot, None, {})
     partitions = {c.lower() for c in snapshot.partition_columns}
     stages: list[list[FileStats]] = [
@@ -71,7 +70,7 @@ def explain(
         [replace(s, joined={}) for s in full],
         full,
     ]
-    kept_by_stage = [{s.path for s in stats if might_match(predicate, s) and may_join(on_joins, s)} for stats in stages]
+    kept_by_stage = [{s.path for s in stats if might_match(predicate, s) and joined.may_join(s)} for stats in stages]
     skipped_by: dict[str, int] = {}
     kept_before = {f.path for f in snapshot.files}
     for name, kept in zip(STAGES, kept_by_stage, strict=True):

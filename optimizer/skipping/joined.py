@@ -16,7 +16,7 @@ large dimension still skips files.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from optimizer.errors import DeltaOptError
@@ -76,20 +76,33 @@ class _Prepared:
     predicate: Predicate
 
 
-def prepare_joins(filters: Sequence[JoinFilter]) -> tuple[_Prepared, ...]:
-    """The dimension filters parsed once per scan (unqualified attribute names). Raises
-    `PredicateError` on a filter pruning cannot parse."""
-    return tuple(_Prepared(f.join, prepare(f.where)) for f in filters)
+@dataclass(frozen=True)
+class JoinPruning:
+    """A scan's join filters pinned to the dimension versions it reads and parsed once: the versions
+    file statistics are loaded for (`versions`), and which files may join (`may_join`)."""
 
+    filters: tuple[JoinFilter, ...]  # pinned
+    prepared: tuple[_Prepared, ...]
 
-def may_join(prepared: Sequence[_Prepared], stats: FileStats) -> bool:
-    """False only when, for some join filter, no fact row of the file joins a dimension row that
-    satisfies it (by the file's joined ranges at the dimension version read)."""
-    for join in prepared:
-        ranges = stats.joined.get(join.join)
-        if ranges is not None and not might_match(join.predicate, _as_file(stats.path, ranges)):
-            return False
-    return True
+    @classmethod
+    def of(cls, filters: Iterable[JoinFilter]) -> JoinPruning:
+        """Pins unpinned filters (opening their dimensions) and parses every dimension filter
+        (unqualified attribute names). Raises `PredicateError` on a filter pruning cannot parse."""
+        fixed = pinned(filters)
+        return cls(fixed, tuple(_Prepared(f.join, prepare(f.where)) for f in fixed))
+
+    @property
+    def versions(self) -> dict[str, int | None]:
+        return versions_of(self.filters)
+
+    def may_join(self, stats: FileStats) -> bool:
+        """False only when, for some join filter, no fact row of the file joins a dimension row that
+        satisfies it (by the file's joined ranges at the dimension version read)."""
+        for join in self.prepared:
+            ranges = stats.joined.get(join.join)
+            if ranges is not None and not might_match(join.predicate, _as_file(stats.path, ranges)):
+                return False
+        return True
 
 
 def _as_file(path: str, ranges: Mapping[str, Bounds]) -> FileStats:

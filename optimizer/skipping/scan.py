@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from optimizer.skipping.extended import ExtendedStats, load_index
 from optimizer.skipping.filestats import FileStats, file_stats, table_column_types
-from optimizer.skipping.joined import JoinFilter, may_join, pinned, prepare_joins, versions_of
+from optimizer.skipping.joined import JoinFilter, JoinPruning
 from optimizer.skipping.pruning import Predicate, column_names_of, might_match, prepare
 from optimizer.table.access import DataFile, Snapshot
 
@@ -65,17 +65,17 @@ def plan_scan(
     columns: Sequence[str] | None = None,
     snapshot: Snapshot | None = None,
     stats: Sequence[FileStats] | None = None,
-    joins: Sequence[JoinFilter] = (),
+    joins: Sequence[JoinFilter] | JoinPruning = (),
 ) -> ScanPlan:
     """Files a scan of `table` filtered by `predicate` and by the dimension filters of `joins` must
     read, and the bytes it reads. `stats`, when given, come from `table_file_stats` with the versions of
-    the same dimensions (`joins` are pinned to their current versions unless they carry one)."""
+    the same dimensions (`joins` are pinned to their current versions unless they carry one; a caller
+    that plans many scans with the same filters passes a `JoinPruning`, pinned and parsed once)."""
     snapshot = snapshot or table.snapshot()
     prepared = prepare(predicate)
-    joins = pinned(joins)
-    on_joins = prepare_joins(joins)
-    stats = stats if stats is not None else table_file_stats(table, snapshot, versions=versions_of(joins))
-    keep = {s.path for s in stats if might_match(prepared, s) and may_join(on_joins, s)}
+    joined = joins if isinstance(joins, JoinPruning) else JoinPruning.of(joins)
+    stats = stats if stats is not None else table_file_stats(table, snapshot, versions=joined.versions)
+    keep = {s.path for s in stats if might_match(prepared, s) and joined.may_join(s)}
     kept = tuple(f for f in snapshot.files if f.path in keep)
     wanted = _columns_read(prepared, columns)
     sizes = {f.path: column_sizes(table, f) for f in snapshot.files} if wanted is not None else {}
@@ -150,12 +150,12 @@ def read(
     if isinstance(table, str):
         table = open_table(table)
     snapshot = table.snapshot()
-    joins = pinned(joins)
-    plan = plan_scan(table, where, None, snapshot, joins=joins)
+    joined = JoinPruning.of(joins)
+    plan = plan_scan(table, where, None, snapshot, joins=joined)
     frame = table.read_files(spark, plan.files, snapshot)
     if where is not None and where.strip():
         frame = frame.filter(F.expr(where))
-    for join in joins:
+    for join in joined.filters:
         dimension = open_table(join.location)
         at = dimension.snapshot(join.version)
         keys = dimension.read_files(spark, at.files, at).filter(F.expr(join.where)).select(F.col(f"`{join.key}`"))

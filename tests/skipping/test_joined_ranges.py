@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from optimizer.skipping.explain import explain
 from optimizer.skipping.extended import ExtendedStats, JoinedRanges, ValueRange, from_json, location_key, to_json
 from optimizer.skipping.filestats import FileStats, file_stats
-from optimizer.skipping.joined import JoinFilter, from_derived, may_join, prepare_joins, versions_of
+from optimizer.skipping.joined import JoinFilter, JoinPruning, from_derived, versions_of
 from optimizer.table.access import DataFile
 from querylog.records import DerivedFilter
 from tests.skipping.tiers import DEFAULT_TIER, SLOW_TIER
@@ -77,12 +77,12 @@ def scenarios(draw):  # type: ignore[no-untyped-def]
 def _check(files, before, after, changed, predicate):  # type: ignore[no-untyped-def]
     where, satisfies = predicate
     read_version = 1 if changed else 0  # the dimension's version when the query runs
-    prepared = prepare_joins([JoinFilter("k", "/dim", "key", where, read_version)])
+    prepared = JoinPruning.of([JoinFilter("k", "/dim", "key", where, read_version)])
     for i, rows in enumerate(files):
         stats = _file(i, rows, _ranges(rows, before, 0), read_version)
         holds_match = any(k is not None and key == k and satisfies(a) for k in rows for key, a in after)
         if holds_match:
-            assert may_join(prepared, stats), f"file {rows} skipped by {where} (dimension changed: {changed})"
+            assert prepared.may_join(stats), f"file {rows} skipped by {where} (dimension changed: {changed})"
 
 
 @DEFAULT_TIER
@@ -103,12 +103,12 @@ def test_ranges_skip_only_at_their_version():
     the dimension is at the recorded version, and read once it moved or when nothing was recorded."""
     dimension = [(k, k % 3) for k in range(9)]
     rows = [0, 3, 6]  # attribute 0 only
-    prepared = prepare_joins([JoinFilter("k", "/dim/", "key", "a = 2", 0)])
-    assert not may_join(prepared, _file(0, rows, _ranges(rows, dimension, 0), 0))
-    assert may_join(prepared, _file(0, rows, _ranges(rows, dimension, 0), 1))
-    assert may_join(prepared, _file(0, rows, None, 0))
-    other = prepare_joins([JoinFilter("k", "/elsewhere", "key", "a = 2", 0)])
-    assert may_join(other, _file(0, rows, _ranges(rows, dimension, 0), 0))
+    prepared = JoinPruning.of([JoinFilter("k", "/dim/", "key", "a = 2", 0)])
+    assert not prepared.may_join(_file(0, rows, _ranges(rows, dimension, 0), 0))
+    assert prepared.may_join(_file(0, rows, _ranges(rows, dimension, 0), 1))
+    assert prepared.may_join(_file(0, rows, None, 0))
+    other = JoinPruning.of([JoinFilter("k", "/elsewhere", "key", "a = 2", 0)])
+    assert other.may_join(_file(0, rows, _ranges(rows, dimension, 0), 0))
 
 
 def test_joined_ranges_live_in_the_sidecar_only_and_round_trip():
