@@ -1,0 +1,401 @@
+"""A star schema run as users run it: a fact table growing by date, a live stream of star queries
+recorded with join derivation, the service ticking; every layout judged by both kinds of reader.
+
+    python -m benchmarks star-flow [--scale 0.3] [--appends 6] [--rate 60] [--family NAME ...]
+
+TPC-H ``lineitem`` arrives in ship-date order (a fact table grows by date: each append holds the next
+stretch of dates), as small files; ``part`` and ``supplier`` are Delta tables beside it in one
+warehouse. Each simulated hour, queries of the `star_bench` families arrive as a Poisson stream and
+are recorded through the `Recorder`, whose context has the warehouse's schemas and a `JoinDeriver`
+(the log holds join-derived filters, as a deployment recording live does); then an increment is
+appended to every copy and the service ticks (`run_once`, ``schemas.locations`` naming the
+warehouse, so it may choose joined features, priced for the configured readers); Delta's peers run
+their OPTIMIZE. Copies:
+
+* **none**: never optimised (already ordered by date at append granularity, as such tables are);
+* **service**: the watched table, whatever the service decides;
+* **Delta ZORDER BY (l_shipdate)**: the date-ordered layout, written by Delta's own engine after
+  every append (what the issue's standard readers are judged against);
+* **Delta liquid CLUSTER BY (l_shipdate, l_partkey, l_suppkey)**: the expert's star-schema columns.
+
+After every tick each copy is measured on held-out queries (the same families, another seed): fact
+column bytes kept by deltaopt's pruning (direct and derived filters, joined ranges) and by a reader
+with Delta's min/max only (direct and derived filters: dynamic file pruning's best case). At the end,
+per family: the same two, Spark's own Delta scan with the query's direct filters (open-source Spark
+has no dynamic file pruning: that is what it reads), DuckDB's files, and files a reader skipped that
+hold a matching row (must be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+from deltalake import write_deltalake
+
+from benchmarks.common import table, write_report
+from benchmarks.delta_peers import DeltaPeer
+from benchmarks.flow_bench import START, STEP, load_config_spark, poisson_arrivals
+from benchmarks.replay_data import _plain
+from benchmarks.star_bench import DATE_ORDER, EXPERT, FAMILIES, matching_files, workload
+from costmodel.benefit import MB
+from optimizer import tpch
+from optimizer.catalog import build_catalog
+from optimizer.config import Config, load_config
+from optimizer.demo import load_part
+from optimizer.joins import JoinDeriver
+from optimizer.runtime import build_session
+from optimizer.skipping.extended import location_key
+from optimizer.skipping.joined import JoinFilter, from_derived
+from optimizer.skipping.scan import plan_scan, table_file_stats
+from optimizer.table import TableAccess, open_table
+from querylog.capture import SqlContext, capture_sql
+from querylog.recorder import Recorder
+from querylog.store import QueryLogTable
+
+FACT = "lineitem"
+HELD_OUT = 60
+DIMENSIONS = ("part", "supplier")
+
+
+@dataclass(frozen=True)
+class HeldQuery:
+    """One held-out query's fact scan."""
+
+    family: str
+    where: str | None  # direct and derived filters: what deltaopt and dynamic file pruning prune with
+    direct: str | None  # the query's own fact filters: what open-source Spark prunes with
+    columns: tuple[str, ...]
+    joins: tuple[JoinFilter, ...]  # its dimension filters, pinned: joined ranges prune with them
+
+
+def date_ordered_appends(scale: float, count: int, out: Path) -> list[Path]:
+    """``lineitem`` in `count` Parquet files of consecutive ship dates."""
+    generated = tpch.generate(FACT, scale, out / "raw")
+    data = _plain(pa.concat_tables([pq.read_table(p) for p in generated])).sort_by("l_shipdate")
+    step = -(-data.num_rows // count)
+    paths = []
+    for i, start in enumerate(range(0, data.num_rows, step)):
+        paths.append(out / f"append-{i}.parquet")
+        pq.write_table(data.slice(start, step), paths[-1])
+    return paths
+
+
+def held_out(
+    count: int, families: Sequence[str], context: SqlContext, dimensions: Mapping[str, str], versions: Mapping[str, int]
+) -> list[HeldQuery]:
+    """The held-out queries' fact scans, captured as the recorder captures (another seed)."""
+    held = []
+    now = datetime.now(UTC)
+    for family, sql in workload(count, seed=999, families=families):
+        (scan,) = [s for s in capture_sql(sql, now, "held-out", context).scans if s.table_id == FACT]
+        derived = {d.filter for d in scan.derived}
+        direct = [f for f in scan.filters if f not in derived]
+        joins = tuple(
+            replace(j, version=versions[location_key(j.location)]) for j in from_derived(scan.derived, dimensions)
+        )
+        held.append(
+            HeldQuery(
+                family,
+                " AND ".join(scan.filters) or None,
+                " AND ".join(direct) or None,
+                tuple(scan.columns),
+                joins,
+            )
+        )
+    return held
+
+
+def measure(copy: TableAccess, held: Sequence[HeldQuery], versions: Mapping[str, int]) -> dict[str, Any]:
+    """Per family and overall: mean column MB and files kept by deltaopt's pruning and by min/max."""
+    snapshot = copy.snapshot()
+    stats = table_file_stats(copy, snapshot, versions=versions)
+    min_max = [replace(s, expressions={}, sop={}, keys={}, joined={}) for s in stats]
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for query in held:
+        for group in (query.family, "all"):
+            sums[group]["queries"] += 1
+        for reader, file_stats, joins in (("deltaopt", stats, query.joins), ("min/max", min_max, ())):
+            plan = plan_scan(copy, query.where, query.columns, snapshot=snapshot, stats=file_stats, joins=joins)
+            for group in (query.family, "all"):
+                sums[group][f"{reader} MB"] += (plan.column_bytes_read or 0) / MB
+                sums[group][f"{reader} files"] += len(plan.files)
+    out: dict[str, Any] = {"files": len(snapshot.files)}
+    for group, figures in sums.items():
+        out[group] = {k: v / figures["queries"] for k, v in figures.items() if k != "queries"}
+    return out
+
+
+def final_readers(
+    spark: Any, copies: Mapping[str, str], held: Sequence[HeldQuery], versions: Mapping[str, int]
+) -> dict:
+    """Per copy and family on the final state: Spark's own Delta scan (direct filters), DuckDB's files
+    (direct and derived), and scans in which deltaopt's pruning or min/max skipped a matching file."""
+    from benchmarks.spark_reader import SparkDeltaReader
+    from benchmarks.standard_reader import DuckDBReader
+
+    spark_reader, duck = SparkDeltaReader(spark), DuckDBReader()
+    out: dict[str, Any] = {}
+    try:
+        for name, uri in copies.items():
+            copy = open_table(uri)
+            snapshot = copy.snapshot()
+            stats = table_file_stats(copy, snapshot, versions=versions)
+            min_max = [replace(s, expressions={}, sop={}, keys={}, joined={}) for s in stats]
+            paths = [f.path for f in snapshot.files]
+            sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+            for query in held:
+                scan = spark_reader.scan(uri, query.direct, query.columns)
+                seen = duck.files_scanned(uri, query.where)
+                bound = matching_files(duck, uri, paths, query.where, query.joins)
+                unsound = 0
+                for file_stats, joins in ((stats, query.joins), (min_max, ())):
+                    plan = plan_scan(copy, query.where, query.columns, snapshot=snapshot, stats=file_stats, joins=joins)
+                    unsound += not bound <= {f.path for f in plan.files}
+                for group in (query.family, "all"):
+                    figures = sums[group]
+                    figures["queries"] += 1
+                    figures["spark MB"] += scan.bytes / MB
+                    figures["spark files"] += scan.files
+                    figures["duckdb files"] += seen.files if seen is not None else float("nan")
+                    figures["bound files"] += len(bound)
+                    figures["unsound"] += unsound
+            out[name] = {
+                g: {k: (v if k == "unsound" else v / f["queries"]) for k, v in f.items() if k != "queries"}
+                for g, f in sums.items()
+            } | {"rows": snapshot.num_records}
+    finally:
+        duck.close()
+    return out
+
+
+def write_config(root: Path, warehouse: Path, target: int, min_new: int) -> Config:
+    """The service's configuration: the warehouse's fact table watched, its dimensions' schemas and
+    locations known (so dimension filters derive and joined features are possible)."""
+    settings = {
+        "spark": {"master": "local[2]", "shuffle_partitions": 8},
+        "defaults": {"min_new_bytes": min_new, "target_file_size": target},
+        "tables": [{"name": FACT, "path": str(warehouse / FACT)}],
+        "schemas": {"locations": [str(warehouse)]},
+        "service": {"state_dir": str(root / "state"), "jitter": 0},
+        "logging": {"level": "WARNING"},
+    }
+    path = root / "deltaopt.yaml"
+    path.write_text(yaml.safe_dump(settings, sort_keys=False))
+    return load_config(path)
+
+
+def run(
+    scale: float = 0.3,
+    appends: int = 6,
+    rate: float = 60.0,
+    *,
+    families: Sequence[str] = (),
+    files_per_append: int = 10,
+    files_per_increment: int = 12,
+    spark: Any = None,
+    work: Path | None = None,
+    report: bool = True,
+) -> dict[str, Any]:
+    """The whole flow; `report=False` (the tests) writes no report. Files are sized to 1/`files_per_increment`
+    of an append."""
+    from optimizer.service.service import context, run_once
+
+    work = work or Path(tempfile.mkdtemp(prefix="deltaopt-star-flow-"))
+    warehouse = work / "warehouse"
+    raw = work / "tpch"
+    for name in DIMENSIONS:
+        (path,) = tpch.generate(name, scale, raw)
+        write_deltalake(str(warehouse / name), _plain(pq.read_table(path)))
+    parts = date_ordered_appends(scale, appends + 1, raw)
+    spark = spark or build_session(load_config_spark())
+
+    copies = {"none": open_table(str(work / "none")), "service": open_table(str(warehouse / FACT))}
+    for copy in copies.values():
+        load_part(spark, copy, parts[0], files_per_append)
+    increment = copies["none"].snapshot().total_bytes
+    target = max(1 << 20, increment // files_per_increment)
+    peers = {
+        f"Delta ZORDER BY ({', '.join(DATE_ORDER)})": DeltaPeer(
+            spark, str(work / "zorder"), "zorder", DATE_ORDER, target
+        ),
+        f"Delta liquid ({', '.join(EXPERT)})": DeltaPeer(spark, str(work / "liquid"), "liquid", EXPERT, target),
+    }
+    for peer in peers.values():
+        peer.load(spark.read.parquet(str(parts[0])).repartition(files_per_append))
+    config = write_config(work, warehouse, target, min_new=increment // 2)
+    log = QueryLogTable(config.tables[0].query_log_path)
+    catalog = build_catalog(locations=[str(warehouse)])
+    dimensions = {name: catalog.locations[name] for name in DIMENSIONS}
+    versions = {location_key(uri): open_table(uri).snapshot().version for uri in dimensions.values()}
+    recording = SqlContext(schema=catalog.schema, watched={FACT}, derive=JoinDeriver(spark, catalog.locations))
+    held = held_out(HELD_OUT, families, recording, dimensions, versions)
+    ctx = context(config, spark=lambda: spark)
+    rng = random.Random(5)
+    uris = {"none": str(work / "none"), "service": str(warehouse / FACT), **{n: p.path for n, p in peers.items()}}
+    ticks: list[dict[str, Any]] = []
+    serial = 0
+    with Recorder(log, work / "spill", capacity=500, context=recording) as recorder:
+        for step, part in enumerate(parts[1:], start=1):
+            begin, now = START + (step - 1) * STEP, START + step * STEP
+            arrivals = poisson_arrivals(rng, rate, begin, 1.0)
+            drawn = workload(len(arrivals), seed=1000 + serial, families=families)
+            for ts, (_, sql) in zip(arrivals, drawn, strict=True):
+                recorder.record_sql(sql, ts=ts)
+            serial += 1
+            recorder.flush()
+            for copy in copies.values():
+                load_part(spark, copy, part, files_per_append)
+            for peer in peers.values():
+                peer.load(spark.read.parquet(str(part)).repartition(files_per_append))
+            started = time.perf_counter()
+            decision = run_once(ctx, now=now)[0].as_dict()
+            tick_seconds = time.perf_counter() - started
+            peer_seconds = {name: peer.optimize().seconds for name, peer in peers.items()}
+            figures = {name: measure(open_table(uri), held, versions) for name, uri in uris.items()}
+            job = decision.get("job") or {}
+            analysis = decision.get("analysis") or {}
+            ticks.append(
+                {
+                    "tick": step,
+                    "action": decision.get("action"),
+                    "reason": decision.get("reason"),
+                    "features": decision.get("features"),
+                    # the record's explanation of each joined candidate (chosen or not, and why)
+                    "joined_candidates": [
+                        c for c in analysis.get("candidates", []) if c["feature"].split(".")[0] in DIMENSIONS
+                    ],
+                    "from_joins": analysis.get("from_joins"),
+                    "job_seconds": job.get("seconds"),
+                    "tick_seconds": round(tick_seconds, 1),
+                    "peer_seconds": peer_seconds,
+                    "copies": figures,
+                }
+            )
+            print(
+                f"  tick {step}: {decision.get('action')} - {str(decision.get('reason'))[:160]}\n    "
+                + ", ".join(
+                    f"{n} {f['all']['deltaopt MB']:.2f}/{f['all']['min/max MB']:.2f}" for n, f in figures.items()
+                ),
+                flush=True,
+            )
+    results = {
+        "scale": scale,
+        "appends": appends,
+        "rate": rate,
+        "families": list(families or FAMILIES),
+        "target": target,
+        "increment": increment,
+        "ticks": ticks,
+        "final": final_readers(spark, uris, held, versions),
+    }
+    if report:
+        raw = Path(__file__).parent / "reports" / "star-flow.json"
+        raw.write_text(json.dumps(results, indent=1, default=str))
+        command = f"python -m benchmarks star-flow --scale {scale:g} --appends {appends} --rate {rate:g}" + "".join(
+            f" --family '{f}'" for f in families
+        )
+        write_report(
+            "star-flow",
+            "Star schema flow: a fact table growing by date, live star queries, ticks",
+            render(results),
+            command,
+        )
+    return results
+
+
+def render(results: Mapping[str, Any]) -> str:
+    ticks = results["ticks"]
+    names = list(ticks[-1]["copies"])
+    lines = [
+        f"TPC-H scale {results['scale']:g}: lineitem in {results['appends'] + 1} appends in ship-date order "
+        f"({results['increment'] / MB:.1f} MB each), part and supplier beside it; {results['rate']:g} queries per "
+        f"simulated hour from {', '.join(results['families'])}; target file size {results['target'] / MB:.2f} MB. "
+        f"{HELD_OUT} held-out queries (another seed) measure every copy after every tick.\n",
+        "Per tick: the service's decision, then mean fact column MB per held-out query for each copy, "
+        "deltaopt's pruning / a min/max reader (direct and derived filters; dynamic file pruning's best case).\n",
+    ]
+    rows = []
+    for t in ticks:
+        cells = [
+            f"{t['copies'][n]['all']['deltaopt MB']:.2f} / {t['copies'][n]['all']['min/max MB']:.2f}" for n in names
+        ]
+        rows.append((t["tick"], t["action"], *cells, t["tick_seconds"]))
+    lines.append(table(("tick", "service", *names, "tick s"), rows))
+    lines.append("\nDecisions:\n")
+    for t in ticks:
+        lines.append(f"- tick {t['tick']}: {t['action']}: {t['reason']}; features {json.dumps(t['features'])}")
+        for c in t["joined_candidates"]:
+            lines.append(f"  - joined candidate {c['feature']}: {c['role']}: {c['reason']}")
+    last = ticks[-1]["copies"]
+    final = results["final"]
+    lines.append(
+        "\nFinal state, per family and copy: fact column MB per query by deltaopt's pruning and by min/max "
+        "(share of none's), by Spark's own Delta scan with the query's direct filters (file MB), files "
+        "(deltaopt / min/max / DuckDB / holding a match of all files), and scans where a reader skipped a "
+        "file holding a matching row.\n"
+    )
+    rows = []
+    for family in [*results["families"], "all"]:
+        base = last["none"].get(family)
+        if base is None:
+            continue
+        for n in names:
+            f, g = last[n][family], final[n][family]
+            rows.append(
+                (
+                    family if n == names[0] else "",
+                    n,
+                    f"{f['deltaopt MB']:.2f} ({f['deltaopt MB'] / base['deltaopt MB']:.3f})",
+                    f"{f['min/max MB']:.2f} ({f['min/max MB'] / base['min/max MB']:.3f})",
+                    f"{g['spark MB']:.2f}",
+                    f"{f['deltaopt files']:.1f} / {f['min/max files']:.1f} / {g['duckdb files']:.1f} / "
+                    f"{g['bound files']:.1f} of {last[n]['files']}",
+                    int(g["unsound"]),
+                )
+            )
+    lines.append(table(("family", "copy", "deltaopt MB", "min/max MB", "Spark MB", "files", "unsound"), rows))
+    seconds: dict[str, float] = defaultdict(float)
+    for t in ticks:
+        seconds["service"] += t["job_seconds"] or 0
+        for name, s in t["peer_seconds"].items():
+            seconds[name] += s
+    lines.append(
+        "\nRewrite seconds over the run (absolute times are noise here; compare side by side): "
+        + ", ".join(f"{n} {s:.1f}" for n, s in seconds.items())
+        + "."
+    )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks star-flow")
+    parser.add_argument("--scale", type=float, default=0.3)
+    parser.add_argument("--appends", type=int, default=6)
+    parser.add_argument("--rate", type=float, default=60.0, help="queries per simulated hour")
+    parser.add_argument("--family", action="append", default=[], choices=sorted(FAMILIES))
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="deltaopt-star-flow-"))
+    try:
+        run(args.scale, args.appends, args.rate, families=args.family, work=work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
