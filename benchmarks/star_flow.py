@@ -13,7 +13,10 @@ warehouse, so it may choose joined features, priced for the configured readers);
 their OPTIMIZE. Copies:
 
 * **none**: never optimised (already ordered by date at append granularity, as such tables are);
-* **service**: the watched table, whatever the service decides;
+* **service (standard readers)**: the watched table, whatever the service decides with the default
+  configuration (layouts priced for readers that skip with Delta's min/max only);
+* **service (deltaopt readers)**: a second watched copy with the same log, its layouts priced for
+  readers through deltaopt's pruning (``readers: deltaopt``: joined features pay there);
 * **Delta ZORDER BY (l_shipdate)**: the date-ordered layout, written by Delta's own engine after
   every append (what the issue's standard readers are judged against);
 * **Delta liquid CLUSTER BY (l_shipdate, l_partkey, l_suppkey)**: the expert's star-schema columns.
@@ -69,6 +72,8 @@ from querylog.store import QueryLogTable
 FACT = "lineitem"
 HELD_OUT = 60
 DIMENSIONS = ("part", "supplier")
+# the watched copies: (label, table name in the warehouse, readers its layouts are priced for)
+SERVICES = (("service (standard readers)", FACT, None), ("service (deltaopt readers)", f"{FACT}_deltaopt", "deltaopt"))
 
 
 @dataclass(frozen=True)
@@ -183,12 +188,19 @@ def final_readers(
 
 
 def write_config(root: Path, warehouse: Path, target: int, min_new: int) -> Config:
-    """The service's configuration: the warehouse's fact table watched, its dimensions' schemas and
-    locations known (so dimension filters derive and joined features are possible)."""
+    """The service's configuration: the warehouse's fact table watched (twice: `SERVICES`, one log),
+    its dimensions' schemas and locations known (so dimension filters derive and joined features are
+    possible)."""
+    log = str(warehouse / f"{FACT}_querylog")
+    tables = [
+        {"name": name, "path": str(warehouse / name), "table_id": FACT, "query_log": log}
+        | ({"thresholds": {"readers": readers}} if readers else {})
+        for _, name, readers in SERVICES
+    ]
     settings = {
         "spark": {"master": "local[2]", "shuffle_partitions": 8},
         "defaults": {"min_new_bytes": min_new, "target_file_size": target},
-        "tables": [{"name": FACT, "path": str(warehouse / FACT)}],
+        "tables": tables,
         "schemas": {"locations": [str(warehouse)]},
         "service": {"state_dir": str(root / "state"), "jitter": 0},
         "logging": {"level": "WARNING"},
@@ -223,7 +235,9 @@ def run(
     parts = date_ordered_appends(scale, appends + 1, raw)
     spark = spark or build_session(load_config_spark())
 
-    copies = {"none": open_table(str(work / "none")), "service": open_table(str(warehouse / FACT))}
+    copies = {"none": open_table(str(work / "none"))} | {
+        label: open_table(str(warehouse / name)) for label, name, _ in SERVICES
+    }
     for copy in copies.values():
         load_part(spark, copy, parts[0], files_per_append)
     increment = copies["none"].snapshot().total_bytes
@@ -245,7 +259,8 @@ def run(
     held = held_out(HELD_OUT, families, recording, dimensions, versions)
     ctx = context(config, spark=lambda: spark)
     rng = random.Random(5)
-    uris = {"none": str(work / "none"), "service": str(warehouse / FACT), **{n: p.path for n, p in peers.items()}}
+    uris = {"none": str(work / "none")} | {label: str(warehouse / name) for label, name, _ in SERVICES}
+    uris |= {n: p.path for n, p in peers.items()}
     ticks: list[dict[str, Any]] = []
     serial = 0
     with Recorder(log, work / "spill", capacity=500, context=recording) as recorder:
@@ -262,31 +277,25 @@ def run(
             for peer in peers.values():
                 peer.load(spark.read.parquet(str(part)).repartition(files_per_append))
             started = time.perf_counter()
-            decision = run_once(ctx, now=now)[0].as_dict()
+            records = run_once(ctx, now=now)
             tick_seconds = time.perf_counter() - started
             peer_seconds = {name: peer.optimize().seconds for name, peer in peers.items()}
             figures = {name: measure(open_table(uri), held, versions) for name, uri in uris.items()}
-            job = decision.get("job") or {}
-            analysis = decision.get("analysis") or {}
+            services = {label: _decision(r.as_dict()) for (label, _, _), r in zip(SERVICES, records, strict=True)}
             ticks.append(
                 {
                     "tick": step,
-                    "action": decision.get("action"),
-                    "reason": decision.get("reason"),
-                    "features": decision.get("features"),
-                    # the record's explanation of each joined candidate (chosen or not, and why)
-                    "joined_candidates": [
-                        c for c in analysis.get("candidates", []) if c["feature"].split(".")[0] in DIMENSIONS
-                    ],
-                    "from_joins": analysis.get("from_joins"),
-                    "job_seconds": job.get("seconds"),
+                    "services": services,
                     "tick_seconds": round(tick_seconds, 1),
                     "peer_seconds": peer_seconds,
                     "copies": figures,
                 }
             )
+            print(f"  tick {step}:", flush=True)
+            for label, d in services.items():
+                print(f"    {label}: {d['action']} - {str(d['reason'])[:200]}", flush=True)
             print(
-                f"  tick {step}: {decision.get('action')} - {str(decision.get('reason'))[:160]}\n    "
+                "    MB/query deltaopt/min-max: "
                 + ", ".join(
                     f"{n} {f['all']['deltaopt MB']:.2f}/{f['all']['min/max MB']:.2f}" for n, f in figures.items()
                 ),
@@ -317,6 +326,20 @@ def run(
     return results
 
 
+def _decision(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What the report keeps of a tick's decision record."""
+    analysis = record.get("analysis") or {}
+    return {
+        "action": record.get("action"),
+        "reason": record.get("reason"),
+        "features": record.get("features"),
+        # the record's explanation of each joined candidate (chosen or not, and why)
+        "joined_candidates": [c for c in analysis.get("candidates", []) if c["feature"].split(".")[0] in DIMENSIONS],
+        "from_joins": analysis.get("from_joins"),
+        "job_seconds": (record.get("job") or {}).get("seconds"),
+    }
+
+
 def render(results: Mapping[str, Any]) -> str:
     ticks = results["ticks"]
     names = list(ticks[-1]["copies"])
@@ -325,21 +348,24 @@ def render(results: Mapping[str, Any]) -> str:
         f"({results['increment'] / MB:.1f} MB each), part and supplier beside it; {results['rate']:g} queries per "
         f"simulated hour from {', '.join(results['families'])}; target file size {results['target'] / MB:.2f} MB. "
         f"{HELD_OUT} held-out queries (another seed) measure every copy after every tick.\n",
-        "Per tick: the service's decision, then mean fact column MB per held-out query for each copy, "
+        "Per tick: each service's action, then mean fact column MB per held-out query for each copy, "
         "deltaopt's pruning / a min/max reader (direct and derived filters; dynamic file pruning's best case).\n",
     ]
+    labels = [label for label, _, _ in SERVICES]
     rows = []
     for t in ticks:
         cells = [
             f"{t['copies'][n]['all']['deltaopt MB']:.2f} / {t['copies'][n]['all']['min/max MB']:.2f}" for n in names
         ]
-        rows.append((t["tick"], t["action"], *cells, t["tick_seconds"]))
-    lines.append(table(("tick", "service", *names, "tick s"), rows))
-    lines.append("\nDecisions:\n")
-    for t in ticks:
-        lines.append(f"- tick {t['tick']}: {t['action']}: {t['reason']}; features {json.dumps(t['features'])}")
-        for c in t["joined_candidates"]:
-            lines.append(f"  - joined candidate {c['feature']}: {c['role']}: {c['reason']}")
+        rows.append((t["tick"], " / ".join(t["services"][label]["action"] for label in labels), *cells))
+    lines.append(table(("tick", "actions", *names), rows))
+    for label in labels:
+        lines.append(f"\nDecisions of the {label}:\n")
+        for t in ticks:
+            d = t["services"][label]
+            lines.append(f"- tick {t['tick']}: {d['action']}: {d['reason']}; features {json.dumps(d['features'])}")
+            for c in d["joined_candidates"]:
+                lines.append(f"  - joined candidate {c['feature']}: {c['role']}: {c['reason']}")
     last = ticks[-1]["copies"]
     final = results["final"]
     lines.append(
@@ -370,7 +396,8 @@ def render(results: Mapping[str, Any]) -> str:
     lines.append(table(("family", "copy", "deltaopt MB", "min/max MB", "Spark MB", "files", "unsound"), rows))
     seconds: dict[str, float] = defaultdict(float)
     for t in ticks:
-        seconds["service"] += t["job_seconds"] or 0
+        for label, d in t["services"].items():
+            seconds[label] += d["job_seconds"] or 0
         for name, s in t["peer_seconds"].items():
             seconds[name] += s
     lines.append(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.star_flow import FACT, run
+from benchmarks.star_flow import FACT, SERVICES, render, run
 from querylog.store import QueryLogTable
 
 
@@ -17,6 +17,8 @@ def test_star_flow_ticks_keep_rows_and_readers_stay_sound(spark, tmp_path):
     scans = QueryLogTable(str(tmp_path / "warehouse" / f"{FACT}_querylog")).read(FACT)
     assert any(s.derived for s in scans), "the recorder derived no join filter"
     assert len(result["ticks"]) == 2
+    assert all(set(t["services"]) == {label for label, _, _ in SERVICES} for t in result["ticks"])
+    assert all(label in render(result) for label, _, _ in SERVICES)
     final = result["final"]
     assert len({copy.pop("rows") for copy in final.values()}) == 1, "a copy changed the fact table's rows"
     for name, figures in final.items():
