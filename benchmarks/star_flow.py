@@ -72,6 +72,7 @@ from querylog.store import QueryLogTable
 FACT = "lineitem"
 HELD_OUT = 60
 DIMENSIONS = ("part", "supplier")
+FILES_PER_INCREMENT = 12  # target file size: this fraction of one append
 # the watched copies: (label, table name in the warehouse, readers its layouts are priced for)
 SERVICES = (("service (standard readers)", FACT, None), ("service (deltaopt readers)", f"{FACT}_deltaopt", "deltaopt"))
 
@@ -217,7 +218,7 @@ def run(
     *,
     families: Sequence[str] = (),
     files_per_append: int = 10,
-    files_per_increment: int = 12,
+    files_per_increment: int = FILES_PER_INCREMENT,
     spark: Any = None,
     work: Path | None = None,
     report: bool = True,
@@ -312,13 +313,16 @@ def run(
         "final": final_readers(spark, uris, held, versions),
     }
     if report:
-        raw = Path(__file__).parent / "reports" / "star-flow.json"
+        name = "star-flow" + (f"-{files_per_increment}files" if files_per_increment != FILES_PER_INCREMENT else "")
+        raw = Path(__file__).parent / "reports" / f"{name}.json"
         raw.write_text(json.dumps(results, indent=1, default=str))
         command = f"python -m benchmarks star-flow --scale {scale:g} --appends {appends} --rate {rate:g}" + "".join(
             f" --family '{f}'" for f in families
         )
+        if files_per_increment != FILES_PER_INCREMENT:
+            command += f" --files-per-increment {files_per_increment}"
         write_report(
-            "star-flow",
+            name,
             "Star schema flow: a fact table growing by date, live star queries, ticks",
             render(results),
             command,
@@ -414,11 +418,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--appends", type=int, default=6)
     parser.add_argument("--rate", type=float, default=60.0, help="queries per simulated hour")
     parser.add_argument("--family", action="append", default=[], choices=sorted(FAMILIES))
+    parser.add_argument(
+        "--files-per-increment",
+        type=int,
+        default=FILES_PER_INCREMENT,
+        help="target file size as a fraction of one append (more files: a larger table's file count)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="deltaopt-star-flow-"))
     try:
-        run(args.scale, args.appends, args.rate, families=args.family, work=work)
+        run(
+            args.scale,
+            args.appends,
+            args.rate,
+            families=args.family,
+            files_per_increment=args.files_per_increment,
+            work=work,
+        )
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
