@@ -18,6 +18,7 @@ BENCHMARKS = {
     "overhead": "benchmarks.overhead_bench",
     "tpcds": "benchmarks.tpcds_bench",
     "star": "benchmarks.star_bench",
+    "bloom": "benchmarks.bloom_bench",
     "star-flow": "benchmarks.star_flow",
 }
 
