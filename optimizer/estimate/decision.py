@@ -166,6 +166,7 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
         cost=best.cost,
         benefit=best.benefit,
         features=best.features,
+        layout=best.name if len(evaluated) > 1 else None,
         analysis=analysis_summary(analysis),
         layouts=[e.summary() for e in evaluated],
         seconds=_rounded(seconds),

@@ -43,6 +43,7 @@ class Decision:
     cost: CostEstimate | None = None
     benefit: BenefitEstimate | None = None
     features: FeatureSet | None = None  # the layout chosen (None: no features)
+    layout: str | None = None  # its name among the layouts compared (None: only one was)
     analysis: dict[str, object] = field(default_factory=dict)
     layouts: list[dict[str, object]] = field(default_factory=list)  # every layout compared, with its numbers
     seconds: dict[str, float] = field(default_factory=dict)

@@ -116,8 +116,19 @@ def plan_merge(context: TableContext, state: TableState, decision: Decision) -> 
     alone, together = decision.net or 0.0, union.net or 0.0
     what = f"{len(chosen)} earlier run(s) laid out the same way ({human_bytes(size)})"
     if union.optimize and together > alone:
-        reason = f"merged with {what}: net {together:+.1f} against {alone:+.1f} for the new data alone"
+        reason = taken_reason(what, decision, union)
         paths = tuple(f.path for f in new + merged)
         return MergePlan(True, reason, ids, size, alone, union, paths)
     why = union.reason if not union.optimize else f"net {together:+.1f} against {alone:+.1f} for the new data alone"
     return MergePlan(False, f"not merged with {what}: {why}", ids, size, alone, union)
+
+
+def taken_reason(what: str, decision: Decision, union: Decision) -> str:
+    """Why the union was taken; it names the union's layout when its estimate chose another than the
+    new data's, whose reason the record also carries (the job runs the union's)."""
+    reason = (
+        f"merged with {what}: net {union.net or 0.0:+.1f} against {decision.net or 0.0:+.1f} for the new data alone"
+    )
+    if union.layout is not None and union.layout != decision.layout:
+        reason += f"; the union laid out as {union.layout}"
+    return reason

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from optimizer.service.merge import MERGE_RATIO, Run, young_runs
+from optimizer.service.merge import MERGE_RATIO, Run, taken_reason, young_runs
 from optimizer.table.access import DataFile
 from tests.service.test_drift import table_rows
 from tests.service.test_service import NOW, log_queries, make_table, write_config
@@ -73,3 +73,22 @@ def test_an_append_as_large_as_the_last_run_is_clustered_with_it(spark, tmp_path
     (group,) = clustered_groups(table, table.snapshot())
     assert group.runs == (second["job"]["run_id"],)  # one run holds every clustered file
     assert ctx.state.load("events").reclustered[-1][1] == merge["bytes"]
+
+
+def test_the_reason_names_the_unions_layout_when_it_differs():
+    """The record keeps the new data's reason (its layout); a union laid out otherwise must say so, or
+    an operator reads the wrong layout for the job that ran."""
+    from optimizer.estimate.record import Decision, Verdict
+
+    def decision(net: float, layout: str | None) -> Decision:
+        return Decision("t", 3, Verdict.OPTIMIZE, "r", 1, 1, 1, net=net, layout=layout)
+
+    differs = taken_reason(
+        "1 earlier run(s)", decision(5.0, "p_brand alone"), decision(9.0, "p_brand, s_nationkey alone")
+    )
+    assert differs == (
+        "merged with 1 earlier run(s): net +9.0 against +5.0 for the new data alone; "
+        "the union laid out as p_brand, s_nationkey alone"
+    )
+    same = taken_reason("1 earlier run(s)", decision(5.0, "p_brand alone"), decision(9.0, "p_brand alone"))
+    assert same.endswith("for the new data alone")
