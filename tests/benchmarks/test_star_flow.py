@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.star_flow import FACT, SERVICES, render, run
+from benchmarks.star_flow import FACT, SERVICES, run
+from benchmarks.star_flow_report import render
 from querylog.store import QueryLogTable
 
 
