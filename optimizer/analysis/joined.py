@@ -158,7 +158,11 @@ def choose_joined(
             chosen.append(
                 JoinedFeature(candidate.fact_column, candidate.dimension, location, candidate.key, candidate.attribute)
             )
-            verdicts.append((candidate, True, "dimension attribute with changing literals: a Z dimension via the join"))
+            why = (
+                f"dimension attribute with changing literals ({len(candidate.points)} comparison points, "
+                f"{candidate.share(total):.0%} of scans): a Z dimension via the join on {candidate.fact_column}"
+            )
+            verdicts.append((candidate, True, why))
             continue
         verdicts.append((candidate, False, why))
     return chosen, verdicts

@@ -60,6 +60,10 @@ def test_changing_literals_make_a_candidate_and_the_choice_says_why_not():
     chosen, verdicts = choose_joined(candidates, 40, {"part": "/data/part"}, min_share=0.05, limit=2)
     assert chosen == [JoinedFeature("l_partkey", "part", "/data/part", "p_partkey", "p_brand")]
     assert [(ok, why.split(":")[0]) for _, ok, why in verdicts][1:] == [(False, "one literal only")] * 2
+    assert verdicts[0][2] == (  # the record's explanation of a chosen feature stands on its own
+        "dimension attribute with changing literals (3 comparison points, 75% of scans): "
+        "a Z dimension via the join on l_partkey"
+    )
     _, no_location = choose_joined(candidates[:1], 40, {}, min_share=0.05, limit=2)
     assert "no location for part" in no_location[0][2]
 
