@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -50,3 +51,12 @@ def write_report(name: str, title: str, body: str, command: str) -> Path:
     path.write_text(header + body.rstrip() + "\n")
     print(f"\nreport written to {path}")
     return path
+
+
+def short_key_lists(text: str) -> str:
+    """Key lists as their size: a decision's join-induced features list hundreds of keys."""
+    return re.sub(
+        r"IN \(([^()]*)\)",
+        lambda m: f"IN (<{m.group(1).count(',') + 1} keys>)" if m.group(1).count(",") >= 8 else m.group(0),
+        text,
+    )

@@ -47,7 +47,7 @@ import pyarrow.parquet as pq
 import sqlglot
 from deltalake import DeltaTable, write_deltalake
 
-from benchmarks.common import table, write_report
+from benchmarks.common import short_key_lists, table, write_report
 from benchmarks.replay_data import _plain
 from benchmarks.standard_reader import DuckDBReader
 from costmodel.cost import DEFAULT_MODEL
@@ -363,7 +363,7 @@ def _report(results: dict[str, Any], report_name: str) -> None:
             rows,
         )
         + "\n\nThe service's decisions (trigger gate off; the layout is written whatever the action):\n\n"
-        + "".join(f"- {name}: {_short(json.dumps(d))}\n" for name, d in results["decisions"].items())
+        + "".join(f"- {name}: {short_key_lists(json.dumps(d))}\n" for name, d in results["decisions"].items())
         + (
             f"\nDuckDB errors (those scans' counts unknown): {results['duckdb_errors']}\n"
             if results["duckdb_errors"]
@@ -382,15 +382,6 @@ def _report(results: dict[str, Any], report_name: str) -> None:
         "Star schema: fact bytes read per query family and layout",
         body,
         f"python -m benchmarks star --scale {results['scale']} --queries {results['queries']}{chosen}",
-    )
-
-
-def _short(text: str) -> str:
-    """Key lists as their size: a decision's join-induced features list hundreds of keys."""
-    return re.sub(
-        r"IN \(([^()]*)\)",
-        lambda m: f"IN (<{m.group(1).count(',') + 1} keys>)" if m.group(1).count(",") >= 8 else m.group(0),
-        text,
     )
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from benchmarks.common import table, write_report
+from benchmarks.common import short_key_lists, table, write_report
 from benchmarks.replay_data import _plain
 from benchmarks.standard_reader import DuckDBReader
 from costmodel.cost import DEFAULT_MODEL
@@ -249,10 +249,11 @@ def _report(results: dict[str, Any]) -> None:
         + table(("table", *imports, "derived"), coverage_rows)
         + f"\n\nDimension filters evaluated for derivation: {results['derivations_evaluated']}.\n"
         f"The service's decision on store_sales (trigger gate off): {results['decision']['action']} "
-        f"({results['decision']['reason']}); its features: {json.dumps(results['decision']['features'])}; "
+        f"({results['decision']['reason']}); "
+        f"its features: {short_key_lists(json.dumps(results['decision']['features']))}; "
         "the layout is written whatever the action.\n"
-        f"The analyser's features: {json.dumps(results['features'])}\n"
-        f"Features that stand for dimension filters: {json.dumps(results['from_joins'])}\n"
+        f"The analyser's features: {short_key_lists(json.dumps(results['features']))}\n"
+        f"Features that stand for dimension filters: {short_key_lists(json.dumps(results['from_joins']))}\n"
         f"Rewrite seconds: {json.dumps(seconds)}.\n\n"
         "store_sales read by the logged scans (direct + derived filters):\n\n"
         + table(
