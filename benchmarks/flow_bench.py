@@ -43,7 +43,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -121,6 +121,30 @@ def poisson_arrivals(rng: random.Random, rate: float, begin: datetime, hours: fl
         if clock >= hours:
             return times
         times.append(begin + timedelta(hours=clock))
+
+
+def record_hour(
+    recorder: Recorder, rng: random.Random, rate: float, step: int, draw: Callable[[int, int], Sequence[str]]
+) -> datetime:
+    """Record simulated hour `step`'s Poisson arrivals (`draw(count, seed)` gives their SQL, the seed
+    another per hour) and flush them to the log; returns the hour's end, when the service ticks."""
+    begin, now = START + (step - 1) * STEP, START + step * STEP
+    arrivals = poisson_arrivals(rng, rate, begin, 1.0)
+    for ts, sql in zip(arrivals, draw(len(arrivals), 999 + step), strict=True):
+        recorder.record_sql(sql, ts=ts)
+    recorder.flush()
+    return now
+
+
+def append_everywhere(
+    spark: Any, part: Path, copies: Iterable[TableAccess], peers: Iterable[DeltaPeer], files: int
+) -> None:
+    """One increment appended as `files` small files to every copy (deltaopt's writer) and every peer
+    (Delta's writer)."""
+    for copy in copies:
+        load_part(spark, copy, part, files)
+    for peer in peers:
+        peer.load(spark.read.parquet(str(part)).repartition(files))
 
 
 def held_out(filtered: bool) -> list[tuple[str | None, tuple[str, ...]]]:
@@ -203,7 +227,6 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
     rng = random.Random(5)
     ticks: list[Tick] = []
     previous_saving = 0.0
-    serial = 0
     print(f"== {scenario.name}: {scenario.rate:g} queries/hour, {len(parts)} appends", flush=True)
     with Recorder(log, root / "spill", capacity=500) as recorder:
         if scenario.history_hours:
@@ -212,16 +235,10 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
             for ts, sql in zip(history, stream(len(history), 500, scenario.filtered), strict=True):
                 recorder.record_sql(sql, ts=ts)
         for step, part in enumerate(parts[1:], start=1):
-            begin, now = START + (step - 1) * STEP, START + step * STEP
-            arrivals = poisson_arrivals(rng, scenario.rate, begin, 1.0)
-            for ts, sql in zip(arrivals, stream(len(arrivals), 1000 + serial, scenario.filtered), strict=True):
-                recorder.record_sql(sql, ts=ts)
-            serial += 1
-            recorder.flush()
-            for copy in copies.values():
-                load_part(spark, copy, part, files_per_part)
-            for peer in peers.values():
-                peer.load(spark.read.parquet(str(part)).repartition(files_per_part))
+            now = record_hour(
+                recorder, rng, scenario.rate, step, lambda count, seed: stream(count, seed, scenario.filtered)
+            )
+            append_everywhere(spark, part, copies.values(), peers.values(), files_per_part)
 
             service_before = {f.path for f in copies["service"].snapshot().files}
             unclustered = sum(f.size for f in unclustered_files(copies["service"], copies["service"].snapshot()))

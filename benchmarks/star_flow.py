@@ -51,7 +51,7 @@ from deltalake import write_deltalake
 
 from benchmarks.common import write_report
 from benchmarks.delta_peers import DeltaPeer
-from benchmarks.flow_bench import START, STEP, load_config_spark, poisson_arrivals
+from benchmarks.flow_bench import append_everywhere, load_config_spark, record_hour
 from benchmarks.replay_data import _plain
 from benchmarks.star_bench import DATE_ORDER, EXPERT, FAMILIES, matching_files, workload
 from costmodel.benefit import MB
@@ -98,6 +98,11 @@ def date_ordered_appends(scale: float, count: int, out: Path) -> list[Path]:
         paths.append(out / f"append-{i}.parquet")
         pq.write_table(data.slice(start, step), paths[-1])
     return paths
+
+
+def draw(count: int, seed: int, families: Sequence[str]) -> list[str]:
+    """`count` queries of the `families`' stream, without their family."""
+    return [sql for _, sql in workload(count, seed=seed, families=families)]
 
 
 def held_out(
@@ -263,20 +268,10 @@ def run(
     uris = {"none": str(work / "none")} | {label: str(warehouse / name) for label, name, _ in SERVICES}
     uris |= {n: p.path for n, p in peers.items()}
     ticks: list[dict[str, Any]] = []
-    serial = 0
     with Recorder(log, work / "spill", capacity=500, context=recording) as recorder:
         for step, part in enumerate(parts[1:], start=1):
-            begin, now = START + (step - 1) * STEP, START + step * STEP
-            arrivals = poisson_arrivals(rng, rate, begin, 1.0)
-            drawn = workload(len(arrivals), seed=1000 + serial, families=families)
-            for ts, (_, sql) in zip(arrivals, drawn, strict=True):
-                recorder.record_sql(sql, ts=ts)
-            serial += 1
-            recorder.flush()
-            for copy in copies.values():
-                load_part(spark, copy, part, files_per_append)
-            for peer in peers.values():
-                peer.load(spark.read.parquet(str(part)).repartition(files_per_append))
+            now = record_hour(recorder, rng, rate, step, lambda count, seed: draw(count, seed, families))
+            append_everywhere(spark, part, copies.values(), peers.values(), files_per_append)
             started = time.perf_counter()
             records = run_once(ctx, now=now)
             tick_seconds = time.perf_counter() - started
