@@ -167,7 +167,7 @@ def replay(
     dimensions = dict(locations or {})
     versions = {location_key(where): open_table(where).snapshot().version for where in dimensions.values()}
     stats = table_file_stats(delta, snapshot, versions=versions)
-    min_max = [replace(s, expressions={}, sop={}, keys={}, joined={}) for s in stats]  # Delta's statistics only
+    min_max = table_file_stats(delta, snapshot, None, {})  # Delta's statistics only
     by_path = {s.path: s for s in stats}
     paths = [f.path for f in snapshot.files]
     families: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float, {"duckdb files": 0.0}))

@@ -130,31 +130,45 @@ def held_out(
     return held
 
 
-def measure(copy: TableAccess, held: Sequence[HeldQuery], versions: Mapping[str, int]) -> dict[str, Any]:
-    """Per family and overall: mean column MB and files kept by deltaopt's pruning and by min/max."""
+def measure(
+    copy: TableAccess, held: Sequence[HeldQuery], versions: Mapping[str, int]
+) -> tuple[dict[str, Any], list[dict[str, frozenset[str]]]]:
+    """Per family and overall: mean column MB and files kept by deltaopt's pruning and by min/max
+    (Delta's statistics only, as `flow_bench.measure` reads them); and per query, the files each reader
+    kept (what the final soundness check compares with the files holding a match)."""
     snapshot = copy.snapshot()
-    stats = table_file_stats(copy, snapshot, versions=versions)
-    min_max = [replace(s, expressions={}, sop={}, keys={}, joined={}) for s in stats]
+    readers = {
+        "deltaopt": table_file_stats(copy, snapshot, versions=versions),
+        "min/max": table_file_stats(copy, snapshot, None, {}),
+    }
     sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    kept: list[dict[str, frozenset[str]]] = []
     for query in held:
+        kept.append({})
         for group in (query.family, "all"):
             sums[group]["queries"] += 1
-        for reader, file_stats, joins in (("deltaopt", stats, query.joins), ("min/max", min_max, ())):
+        for reader, file_stats in readers.items():
+            joins = query.joins if reader == "deltaopt" else ()
             plan = plan_scan(copy, query.where, query.columns, snapshot=snapshot, stats=file_stats, joins=joins)
+            kept[-1][reader] = frozenset(f.path for f in plan.files)
             for group in (query.family, "all"):
                 sums[group][f"{reader} MB"] += (plan.column_bytes_read or 0) / MB
                 sums[group][f"{reader} files"] += len(plan.files)
     out: dict[str, Any] = {"files": len(snapshot.files)}
     for group, figures in sums.items():
         out[group] = {k: v / figures["queries"] for k, v in figures.items() if k != "queries"}
-    return out
+    return out, kept
 
 
 def final_readers(
-    spark: Any, copies: Mapping[str, str], held: Sequence[HeldQuery], versions: Mapping[str, int]
+    spark: Any,
+    copies: Mapping[str, str],
+    held: Sequence[HeldQuery],
+    kept: Mapping[str, list[dict[str, frozenset[str]]]],
 ) -> dict:
     """Per copy and family on the final state: Spark's own Delta scan (direct filters), DuckDB's files
-    (direct and derived), and scans in which deltaopt's pruning or min/max skipped a matching file."""
+    (direct and derived), and scans in which deltaopt's pruning or min/max skipped a matching file
+    (`kept`: the files each reader kept per query on that state, from the last `measure`)."""
     from benchmarks.spark_reader import SparkDeltaReader
     from benchmarks.standard_reader import DuckDBReader
 
@@ -162,20 +176,14 @@ def final_readers(
     out: dict[str, Any] = {}
     try:
         for name, uri in copies.items():
-            copy = open_table(uri)
-            snapshot = copy.snapshot()
-            stats = table_file_stats(copy, snapshot, versions=versions)
-            min_max = [replace(s, expressions={}, sop={}, keys={}, joined={}) for s in stats]
+            snapshot = open_table(uri).snapshot()
             paths = [f.path for f in snapshot.files]
             sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-            for query in held:
+            for query, by_reader in zip(held, kept[name], strict=True):
                 scan = spark_reader.scan(uri, query.direct, query.columns)
                 seen = duck.files_scanned(uri, query.where)
                 bound = matching_files(duck, uri, paths, query.where, query.joins)
-                unsound = 0
-                for file_stats, joins in ((stats, query.joins), (min_max, ())):
-                    plan = plan_scan(copy, query.where, query.columns, snapshot=snapshot, stats=file_stats, joins=joins)
-                    unsound += not bound <= {f.path for f in plan.files}
+                unsound = sum(not bound <= files for files in by_reader.values())
                 for group in (query.family, "all"):
                     figures = sums[group]
                     figures["queries"] += 1
@@ -276,7 +284,9 @@ def run(
             records = run_once(ctx, now=now)
             tick_seconds = time.perf_counter() - started
             peer_seconds = {name: peer.optimize().seconds for name, peer in peers.items()}
-            figures = {name: measure(open_table(uri), held, versions) for name, uri in uris.items()}
+            measured = {name: measure(open_table(uri), held, versions) for name, uri in uris.items()}
+            figures = {name: m[0] for name, m in measured.items()}
+            kept = {name: m[1] for name, m in measured.items()}
             services = {label: _decision(r.as_dict()) for (label, _, _), r in zip(SERVICES, records, strict=True)}
             ticks.append(
                 {
@@ -305,7 +315,7 @@ def run(
         "target": target,
         "increment": increment,
         "ticks": ticks,
-        "final": final_readers(spark, uris, held, versions),
+        "final": final_readers(spark, uris, held, kept),
     }
     if report:
         from benchmarks.star_flow_report import render  # the report reads this module's constants
