@@ -145,7 +145,7 @@ def choose_joined(
     chosen: list[JoinedFeature] = []
     verdicts: list[tuple[JoinedCandidate, bool, str]] = []
     for candidate in candidates:
-        location = locations.get(candidate.dimension) or locations.get(candidate.dimension.rsplit(".", 1)[-1])
+        location = dimension_location(locations, candidate.dimension)
         if candidate.share(total) < min_share:
             why = f"share {candidate.share(total):.3f} below {min_share}"
         elif len(candidate.points) < 2:
@@ -166,6 +166,12 @@ def choose_joined(
             continue
         verdicts.append((candidate, False, why))
     return chosen, verdicts
+
+
+def dimension_location(locations: Mapping[str, str], dimension: str) -> str | None:
+    """Where `locations` ({lower-case table name: URI}) has `dimension` (a qualified name also by its
+    last part); None when the catalog does not know it."""
+    return locations.get(dimension) or locations.get(dimension.rsplit(".", 1)[-1])
 
 
 def is_comparison(conjunct: str) -> bool:

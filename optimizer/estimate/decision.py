@@ -112,6 +112,7 @@ class _Inputs:
             self.now,
             index=self.index,
             recorded_before_window=self.older.count > 0,
+            locations=self.locations,
         )
 
 

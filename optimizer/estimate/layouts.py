@@ -18,12 +18,13 @@ from costmodel.cost import CostEstimate, CostModel
 from costmodel.rate import QueryRate, project_rate
 from optimizer.analysis.search import Score, SearchResult, best_single, greedy_search, layout_of
 from optimizer.config import Thresholds
-from optimizer.estimate.replay import Query, estimate_benefit, workload_queries
+from optimizer.estimate.replay import Query, estimate_benefit, joined_helpers, with_joined_ranges, workload_queries
 from optimizer.estimate.stored_bytes import StoredBaseline, layout_compression, layout_measure, measure_baseline
 from optimizer.estimate.virtual_files import bytes_per_row, virtual_files
 from optimizer.features import FeatureSet, JoinedFeature
 from optimizer.skipping.extended import ExtendedStats
 from optimizer.skipping.filestats import FileStats
+from optimizer.skipping.joined import dimension_versions
 from optimizer.skipping.scan import column_sizes, table_file_stats
 from optimizer.table.access import DataFile, Snapshot
 from optimizer.table.footers import total_sizes
@@ -233,8 +234,15 @@ def workload_replay(
     *,
     index: Mapping[str, ExtendedStats] | None = None,
     recorded_before_window: bool = False,
+    locations: Mapping[str, str] | None = None,
 ) -> WorkloadReplay:
+    """The replay of `records` on `files` as they are now. Files already laid out with joined features
+    keep their joined ranges for deltaopt's readers, at the current versions of the dimensions
+    `locations` ({table name: URI}) name, as a scan now would."""
     sizes = {f.path: column_sizes(table, f) or {} for f in files}
+    helpers = joined_helpers(records, locations or {})
+    versions = dimension_versions(location for _, location, _ in helpers)
+    current = [with_joined_ranges(s, helpers) for s in table_file_stats(table, snapshot, files, index, versions)]
     rate = project_rate(
         [r.ts for r in records],
         now,
@@ -244,7 +252,7 @@ def workload_replay(
         gap=thresholds.log_gap,
     )
     return WorkloadReplay(
-        current=tuple(table_file_stats(table, snapshot, files, index)),
+        current=tuple(current),
         current_standard=tuple(table_file_stats(table, snapshot, files, {})),
         current_bytes=sizes,
         bytes_per_row=bytes_per_row([sizes[f.path] for f in files], [f.num_records or 0 for f in files]),

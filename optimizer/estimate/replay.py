@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from costmodel.benefit import MB, BenefitEstimate, Compression, recompressed
 from costmodel.rate import QueryRate
-from optimizer.analysis.joined import helper_filters
+from optimizer.analysis.joined import dimension_location, helper_filters, record_filters
 from optimizer.analysis.workload import recency_weight
+from optimizer.skipping.extended import location_key
 from optimizer.skipping.filestats import FileStats
 from optimizer.skipping.pruning import Predicate, column_names_of, might_match, prepare
 from querylog.errors import PredicateError
@@ -47,6 +48,36 @@ def workload_queries(records: Sequence[ScanRecord], now: datetime, half_life: fl
         read = None if not columns or "*" in columns else frozenset(columns) | set(column_names_of(predicate))
         queries.append(Query(predicate, frozenset(read) if read is not None else None, weight))
     return queries
+
+
+JoinHelpers = Mapping[tuple[str, str, str], Mapping[str, str]]
+"""(fact column, dimension location, key) -> {attribute: the helper column the replay states it on}."""
+
+
+def joined_helpers(
+    records: Sequence[ScanRecord], locations: Mapping[str, str]
+) -> dict[tuple[str, str, str], dict[str, str]]:
+    """The joins the window's dimension filters go through, for dimensions the catalog (`locations`)
+    knows, and the helper column of each attribute they filter."""
+    found: dict[tuple[str, str, str], dict[str, str]] = {}
+    for record in records:
+        for f in record_filters(record):
+            location = dimension_location(locations, f.dimension)
+            if location is not None:
+                found.setdefault((f.fact_column, location, f.key.lower()), {})[f.attribute] = f.helper
+    return found
+
+
+def with_joined_ranges(stats: FileStats, helpers: JoinHelpers) -> FileStats:
+    """`stats` with its joined ranges (those kept: recorded at the dimension version read) also stated
+    on the helper columns, so the replay's dimension filters judge a file already laid out with joined
+    features as deltaopt's pruning would. Without this, such a file counts as read in full "before",
+    and re-clustering it (a merge, drift) is credited with skipping it already has."""
+    extra = {}
+    for (fact_column, location, key), attributes in helpers.items():
+        ranges = stats.joined.get((fact_column, location_key(location), key), {})
+        extra.update({helper: ranges[a] for a, helper in attributes.items() if a in ranges})
+    return replace(stats, expressions={**stats.expressions, **extra}) if extra else stats
 
 
 def query_bytes(

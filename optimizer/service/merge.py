@@ -9,8 +9,9 @@ tree compacts: the newest runs laid out under the features the estimate just cho
 while each is at most `MERGE_RATIO` times the bytes gathered so far, within the re-clustering budget.
 With steady appends every byte is rewritten about log2(runs) times and the table holds about
 log2(runs) runs. The merge is priced like any rewrite: the ordinary estimate runs on the union (the
-runs' files count with their current statistics as "before"), and the union is taken only when its net
-benefit beats the new data's alone.
+runs' files count with their current statistics as "before", joined ranges included, so the union is
+not credited with skipping its runs already have), and the union is taken only when its net benefit
+beats the new data's alone.
 """
 
 from __future__ import annotations

@@ -46,18 +46,28 @@ class JoinFilter:
 def pinned(filters: Iterable[JoinFilter]) -> tuple[JoinFilter, ...]:
     """`filters` with each unpinned dimension's current version (None when it cannot be read: its
     ranges are then never used)."""
+    filters = tuple(filters)
+    versions = dimension_versions(f.location for f in filters if f.version is None)
+    return tuple(
+        f if f.version is not None else replace(f, version=versions[location_key(f.location)]) for f in filters
+    )
+
+
+def dimension_versions(locations: Iterable[str]) -> dict[str, int | None]:
+    """{location as `location_key` normalises it: its current version} of each dimension at
+    `locations`, as `filestats.file_stats` takes them; None when it cannot be read (the ranges recorded
+    for it are then never used)."""
     from optimizer.table import open_table
 
     versions: dict[str, int | None] = {}
-    result = []
-    for f in filters:
-        if f.version is None and f.location not in versions:
-            try:
-                versions[f.location] = open_table(f.location).snapshot().version
-            except DeltaOptError:
-                versions[f.location] = None
-        result.append(f if f.version is not None else replace(f, version=versions[f.location]))
-    return tuple(result)
+    for location in locations:
+        if location_key(location) in versions:
+            continue
+        try:
+            versions[location_key(location)] = open_table(location).snapshot().version
+        except DeltaOptError:
+            versions[location_key(location)] = None
+    return versions
 
 
 def versions_of(filters: Iterable[JoinFilter]) -> dict[str, int | None]:

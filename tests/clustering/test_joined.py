@@ -4,6 +4,7 @@ join key, so a later dimension filter's keys skip files soundly, even after the 
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -174,3 +175,57 @@ def test_the_replay_states_dimension_filters_on_the_helper_and_only_its_statisti
     assert not might_match(query.predicate, outside)
     assert might_match(query.predicate, inside) and might_match(query.predicate, FileStats("v2", 10))
     assert layout_key(FeatureSet(joined=(JoinedFeature("a", "d", "/d", "k", "x"),))).endswith('joined=["__j_a_d_x"]')
+
+
+@pytest.mark.spark
+def test_files_already_laid_out_by_a_joined_feature_skip_in_the_replay_before(spark, tmp_path):
+    """The estimate's "before" of files a joined layout wrote judges the replayed dimension filter with
+    their joined ranges, while the dimension is at the version they were recorded at: a merge or drift
+    re-clustering them is not credited with skipping they already have."""
+    from pyspark.sql import functions as F
+
+    from optimizer.config import Thresholds
+    from optimizer.estimate.layouts import workload_replay
+    from optimizer.skipping.pruning import might_match
+
+    fact = spark.range(20_000).select((F.col("id") * 7919 % KEYS).alias("k"), (F.col("id") % 97).alias("v"))
+    table = open_table(str(tmp_path / "fact"))
+    table.create(spark, fact.repartition(2))
+    dimension = spark.range(KEYS).select(F.col("id").alias("key"), F.concat(F.lit("c"), F.col("id") % 8).alias("cat"))
+    dim = open_table(str(tmp_path / "dim"))
+    dim.create(spark, dimension.repartition(1))
+    optimize(spark, table, FeatureSet(joined=(JoinedFeature("k", "dim", dim.uri, "key", "cat"),)), 5_000)
+    records = [
+        ScanRecord(
+            f"q{i}",
+            NOW,
+            "fact",
+            ("k >= 0",),
+            ("v",),
+            "test",
+            derived=(DerivedFilter("k >= 0", f"dim.key WHERE cat = 'c{i}'"),),
+        )
+        for i in range(8)
+    ]
+    thresholds = Thresholds(min_new_bytes=1)
+
+    def kept(locations: dict[str, str]) -> dict[str, set[str]]:
+        """{category: files the replay's "before" keeps for its query}"""
+        snapshot = table.snapshot()
+        replay = workload_replay(table, snapshot, snapshot.files, records, thresholds, NOW, locations=locations)
+        found = {}
+        for query in replay.queries:
+            (category,) = re.findall(r"'(c\d)'", query.predicate.sql)
+            found[category] = {s.path.rsplit("/", 1)[-1] for s in replay.current if might_match(query.predicate, s)}
+        return found
+
+    files = {f.path.rsplit("/", 1)[-1] for f in table.snapshot().files}
+    before = kept({"dim": dim.uri})
+    assert len(before) == 8 and len(files) >= 6
+    for category, names in before.items():
+        assert _holding(spark, table.uri, set(range(int(category[1]), KEYS, 8))) <= names, f"{category}: unsound"
+        assert len(names) <= len(files) // 2, f"{category}: the joined ranges skipped nothing before"
+    assert all(names == files for names in kept({}).values()), "a dimension the catalog does not know skipped"
+    spark.createDataFrame([(3, "c5")], "key long, cat string").write.format("delta").mode("append").save(dim.uri)
+    moved = kept({"dim": dim.uri})
+    assert all(names == files for names in moved.values()), "ranges recorded at an older dimension version skipped"
