@@ -43,6 +43,10 @@ class CommitConflictError(TableAccessError):
     """A concurrent commit removed files this rewrite needs; the rewrite gave up and committed nothing."""
 
 
+class CommitOutcomeUnknownError(TableAccessError):
+    """A commit attempt failed and the log could not say whether it landed; every written file is kept."""
+
+
 class FeatureError(DeltaOptError):
     """A clustering feature cannot be evaluated: not on the allow-list, unparseable, or refused by Spark."""
 

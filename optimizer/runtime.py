@@ -174,7 +174,7 @@ def _start(settings: SparkSettings, mode: Mode, conf: dict[str, str]) -> SparkSe
 def delta_jvm_available(spark: SparkSession) -> bool | None:
     """Whether the Delta engine's classes load in the driver JVM (through the class loader that sees
     ``spark.jars``); None under Spark Connect, which has no JVM gateway."""
-    from optimizer.table.deltaspark import delta_classes
+    from optimizer.table.delta_engine import delta_classes
 
     if getattr(spark, "_jvm", None) is None:
         return None

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from optimizer.clustering.joined import joined_ranges
 from optimizer.clustering.layout import Layout, Progress, cluster_frame, fingerprint_columns, wrap64
-from optimizer.errors import ClusteringError
+from optimizer.errors import ClusteringError, CommitOutcomeUnknownError
 from optimizer.features import FeatureSet
 from optimizer.skipping.collect import stats_spec
 from optimizer.skipping.extended import ExtendedStats, delete_index, to_json, unclustered_files, write_index
@@ -33,6 +33,7 @@ from optimizer.table.access import DataFile, Snapshot, StagedFile
 from optimizer.table.committer import Committer, RewriteRequest, committer_for
 from optimizer.table.key_stats import describe_change, indexing_properties, key_columns
 from optimizer.table.output import OutputSettings, resolve_output
+from optimizer.table.protocol import check_rewritable
 from optimizer.table.stats import data_columns, stats_columns
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ class _Staged:
     output: Mapping[str, object]
     cluster_seconds: float
     write_seconds: float
+    rows: int  # verified: the rows read and written
 
 
 def optimize(
@@ -121,6 +123,8 @@ def optimize(
     committer = committer_for(table, spark)
     committer.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
     snapshot = snapshot or table.snapshot()
+    # a table feature the rewrite could not honour is refused now, in one line, before anything is read
+    check_rewritable(snapshot.features, table.uri, delta_engine=committer.engine == "delta-spark")
     run_id = run_id or uuid.uuid4().hex[:16]
     properties = indexing_properties(snapshot, key_columns(features)) if stats_for_keys else {}
     if properties:
@@ -128,9 +132,9 @@ def optimize(
     chosen = _active(snapshot, list(files) if files is not None else unclustered_files(table, snapshot))
     if not chosen:
         return OptimizeResult.nothing(run_id, features, properties)
-    rows_in = sum(f.num_records or 0 for f in chosen)
     plan = _Plan(run_id, target_file_size, order_ids, output, progress)
     staged = _write_verified(spark, table, snapshot, chosen, features, plan)
+    rows_in = staged.rows  # as read: rows a deletion vector removed are not counted
     clock = time.perf_counter()
     version = _commit(committer, snapshot, chosen, staged, features, run_id=run_id, rows=rows_in, metadata=metadata)
     seconds = {"cluster": staged.cluster_seconds, "write": staged.write_seconds, "commit": time.perf_counter() - clock}
@@ -239,14 +243,14 @@ def _write_verified(
     clock = time.perf_counter()
     run_id, progress = plan.run_id, plan.progress
     stored = data_columns(snapshot.spark_schema(), snapshot.partition_columns)
-    frame = table.read_files(spark, chosen, snapshot)
+    frame = table.read_files(spark, chosen, snapshot, for_rewrite=True)
     delta_columns = {c.name.lower() for c in stats_columns(stored, snapshot.configuration) if c.minmax}
     spec = stats_spec(frame, features, delta_columns)
     layout = _cluster(frame, chosen, features, stored.names, snapshot.partition_columns, plan)
     cluster_seconds = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    xx, mm = fingerprint_columns(stored.names)
+    xx, mm = fingerprint_columns(stored, stored.names)
     extra = {**spec.aggregates(), "__xx": _sum(xx), "__mm": _sum(mm)}
     rows_by_path: dict[str, Mapping[str, Any]] = {}
     extended_by_path: dict[str, ExtendedStats] = {}
@@ -268,9 +272,10 @@ def _write_verified(
     )
     write_seconds = time.perf_counter() - clock
     progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
+    expected = layout.input_fingerprints()
     try:
-        _verify(staged, rows_by_path, layout.input_fingerprints(), snapshot.partition_columns)
-        if features.joined:
+        _verify(staged, rows_by_path, expected, snapshot.partition_columns)
+        if features.joined and not snapshot.features.needs_delta_writer:  # ranges read files by logical names
             joined = joined_ranges(spark, {f.path: table.spark_uri(f.path) for f in staged}, features.joined)
             progress(f"joined ranges recorded for {len(joined)} of {len(staged)} file(s)")
             extended_by_path = {p: replace(x, joined=joined.get(p, ())) for p, x in extended_by_path.items()}
@@ -279,7 +284,8 @@ def _write_verified(
     except Exception:
         table.discard(staged)
         raise
-    return _Staged(staged, layout, written_with.as_dict(), cluster_seconds, write_seconds)
+    rows = sum(count for count, _, _ in expected.values())
+    return _Staged(staged, layout, written_with.as_dict(), cluster_seconds, write_seconds, rows)
 
 
 def _commit(
@@ -312,13 +318,21 @@ def _commit(
         chosen,
         staged.files,
         commit_metadata,
-        z_order_by=tuple(d.column for d in staged.layout.dimensions),
+        z_order_by=history_names(staged.layout),
     )
     try:
         return committer.rewrite(request)
+    except CommitOutcomeUnknownError:
+        raise  # the commit may have landed: its index must stay with its files
     except Exception:
         delete_index(committer.table, run_id)
         raise
+
+
+def history_names(layout: Layout) -> tuple[str, ...]:
+    """What Delta's history records as ``zOrderBy``: the user's expressions and joined attributes, and the
+    SOP partition id as the predicates it stands for, never deltaopt's helper columns."""
+    return tuple(layout.labels.get(d.column, d.column) for d in layout.dimensions)
 
 
 def _sum(column: Column) -> Column:

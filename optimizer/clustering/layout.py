@@ -12,19 +12,21 @@ the small rewrites a young table gets every tick.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from optimizer.clustering.joined import with_joined
 from optimizer.clustering.ordering import order_partitions
 from optimizer.clustering.sop import SopPartition, cluster
-from optimizer.clustering.zorder import Dimension, zorder
+from optimizer.clustering.zorder import Dimension, Helpers, zorder
 from optimizer.features import FeatureSet
 from optimizer.skipping.collect import sop_vector
 from optimizer.spark_expr import expression_column
+from optimizer.table.fingerprint import hashable_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation
+    from pyspark.sql.types import StructType
 
 Progress = Callable[[str], None]
 
@@ -42,6 +44,7 @@ class Layout:
     partitions: tuple[SopPartition, ...]
     dimensions: tuple[Dimension, ...]
     fingerprints: Fingerprints  # from pass 1; empty when `observed` carries them
+    labels: Mapping[str, str] = field(default_factory=dict)  # helper dimension column -> what it stands for
     observed: tuple[Observation, DataFrame, tuple[str, ...]] | None = None  # (observation, input, data columns)
 
     def input_fingerprints(self) -> Fingerprints:
@@ -53,18 +56,19 @@ class Layout:
         observation, source, names = self.observed
         metrics = observation.get
         if not {"n", "xx", "mm"} <= set(metrics):
-            return _count_vectors(source, names, (), with_vectors=False)[0]
+            return _count_vectors(source, names, (), vectors=None)[0]
         rows, xx, mm = int(metrics["n"] or 0), int(metrics["xx"] or 0), int(metrics["mm"] or 0)
         return {(): (rows, wrap64(xx), wrap64(mm))} if rows else {}
 
 
-def fingerprint_columns(names: Sequence[str]) -> tuple[Column, Column]:
-    """Two row hashes whose sums over a set of rows fingerprint it in any order. The sums are longs
-    that wrap around (the session runs without ANSI overflow errors, `optimizer.runtime`), so every
-    side compares them modulo 2**64 (`wrap64`); summing decimals instead cost a fifth of a pass."""
+def fingerprint_columns(schema: StructType, names: Sequence[str]) -> tuple[Column, Column]:
+    """Two row hashes over `names` (fields of `schema`) whose sums over a set of rows fingerprint it in
+    any order. The sums are longs that wrap around (the session runs without ANSI overflow errors,
+    `optimizer.runtime`), so every side compares them modulo 2**64 (`wrap64`); summing decimals instead
+    cost a fifth of a pass. Maps and variants are hashed in a canonical form (`hashable_columns`)."""
     from pyspark.sql import functions as F
 
-    columns = [F.col(f"`{n}`") for n in sorted(names)]
+    columns = hashable_columns([schema[n] for n in sorted(names)])
     return F.xxhash64(*columns), F.hash(*columns).cast("long")
 
 
@@ -98,24 +102,26 @@ def cluster_frame(
     Joined features' attributes are looked up into helper columns (`clustering.joined`) unless `frame`
     has them already; those added here are dropped from the laid-out frame."""
     predicates = [f.predicate for f in features.sop]
+    helpers = Helpers.avoiding(frame.columns)
     frame, added = with_joined(frame, features.joined)
     if added:
         progress(f"joined: {', '.join(added)} looked up from the dimension(s)")
     if fingerprint and known_rows and not predicates and not partition_columns:
         layout = _observed_layout(
-            frame, features, data_names, known_rows, files, progress=progress, boundary_rows=boundary_rows
-        )
+            frame, features, data_names, known_rows, files, progress=progress, boundary_rows=boundary_rows,
+            helpers=helpers,
+        )  # fmt: skip
         return replace(layout, frame=layout.frame.drop(*added))
     if predicates:
-        frame = frame.withColumn("__sop_vec", sop_vector(predicates))
+        frame = frame.withColumn(helpers.sop_vec, sop_vector(predicates))
     fingerprints, vectors = _count_vectors(
-        frame, data_names, partition_columns, with_vectors=bool(predicates), fingerprint=fingerprint
+        frame, data_names, partition_columns, vectors=helpers.sop_vec if predicates else None, fingerprint=fingerprint
     )
     rows = sum(v[0] for v in fingerprints.values())
     progress(f"read {rows:,} rows; {len(vectors)} distinct SOP vectors")
     ordered: list[SopPartition] = []
     if predicates:
-        frame, ordered = _number_sop_partitions(frame, features, vectors, rows_per_file, order_ids)
+        frame, ordered = _number_sop_partitions(frame, features, vectors, rows_per_file, order_ids, helpers)
         progress(f"SOP: {len(ordered)} partitions ordered by the MST walk of their bit vectors")
     laid_out, dimensions = _zorder_features(
         frame,
@@ -126,9 +132,22 @@ def cluster_frame(
         sop_id=bool(predicates),
         file_column=file_column,
         boundary_rows=boundary_rows,
+        helpers=helpers,
     )
     progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
-    return Layout(laid_out.drop(*added), files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints)
+    return Layout(
+        laid_out.drop(*added), files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints,
+        labels=_labels(features, helpers),
+    )  # fmt: skip
+
+
+def _labels(features: FeatureSet, helpers: Helpers) -> dict[str, str]:
+    """What each helper dimension stands for, in the user's terms (Delta's history names these)."""
+    labels = {helpers.z(i): f.expression for i, f in enumerate(features.z)}
+    labels |= {j.helper: f"{j.dimension}.{j.attribute}" for j in features.joined}
+    if features.sop:
+        labels[helpers.sop_id] = f"sop({'; '.join(f.predicate for f in features.sop)})"
+    return labels
 
 
 def _observed_layout(
@@ -140,6 +159,7 @@ def _observed_layout(
     *,
     progress: Progress,
     boundary_rows: int,
+    helpers: Helpers,
 ) -> Layout:
     """C3 alone, the input's fingerprint observed on the rows entering the shuffle (not on the Z
     sample's job, which reads them too). A task or stage that Spark re-runs may count its rows twice:
@@ -148,7 +168,7 @@ def _observed_layout(
     from pyspark.sql import functions as F
 
     observation = Observation("deltaopt_input")
-    xx, mm = fingerprint_columns(data_names)
+    xx, mm = fingerprint_columns(frame.schema, data_names)
     metrics = (F.count(F.lit(1)).alias("n"), F.sum(xx).alias("xx"), F.sum(mm).alias("mm"))
     progress(f"{rows:,} rows (from the log); input fingerprint observed during the write")
     laid_out, dimensions = _zorder_features(
@@ -160,9 +180,11 @@ def _observed_layout(
         sop_id=False,
         boundary_rows=boundary_rows,
         observe=lambda f: f.observe(observation, *metrics),
+        helpers=helpers,
     )
     progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
-    return Layout(laid_out, files, 0, (), tuple(dimensions), {}, (observation, frame, tuple(data_names)))
+    observed = (observation, frame, tuple(data_names))
+    return Layout(laid_out, files, 0, (), tuple(dimensions), {}, observed, labels=_labels(features, helpers))
 
 
 def _count_vectors(
@@ -170,33 +192,40 @@ def _count_vectors(
     data_names: Sequence[str],
     partition_columns: Sequence[str],
     *,
-    with_vectors: bool,
+    vectors: str | None,
     fingerprint: bool = True,
 ) -> tuple[dict[tuple[Any, ...], tuple[int, int, int]], dict[int, int]]:
     """Pass 1, one aggregation: the input fingerprint per partition group, and how many rows carry each
-    SOP bit vector (the only input C1 needs on the driver)."""
+    SOP bit vector in the column `vectors` (the only input C1 needs on the driver)."""
     from pyspark.sql import functions as F
 
-    xx, mm = fingerprint_columns(data_names) if fingerprint else (F.lit(0).cast("long"), F.lit(0).cast("long"))
+    xx, mm = (
+        fingerprint_columns(frame.schema, data_names) if fingerprint else (F.lit(0).cast("long"), F.lit(0).cast("long"))
+    )
     # partition values as Spark renders them in directory names, so written files compare equal
     keys = [F.col(f"`{c}`").cast("string").alias(c) for c in partition_columns]
-    if with_vectors:
-        keys.append(F.col("__sop_vec"))
+    if vectors is not None:
+        keys.append(F.col(f"`{vectors}`"))
     counted = frame.groupBy(*keys).agg(F.count(F.lit(1)).alias("n"), F.sum(xx).alias("xx"), F.sum(mm).alias("mm"))
     fingerprints: dict[tuple[Any, ...], list[int]] = {}
-    vectors: dict[int, int] = {}
+    counts: dict[int, int] = {}
     for row in counted.collect():
         total = fingerprints.setdefault(tuple(row[c] for c in partition_columns), [0, 0, 0])
         total[0] += int(row["n"])
         total[1] += int(row["xx"] or 0)
         total[2] += int(row["mm"] or 0)
-        if with_vectors:
-            vectors[int(row["__sop_vec"])] = vectors.get(int(row["__sop_vec"]), 0) + int(row["n"])
-    return {k: (v[0], wrap64(v[1]), wrap64(v[2])) for k, v in fingerprints.items()}, vectors
+        if vectors is not None:
+            counts[int(row[vectors])] = counts.get(int(row[vectors]), 0) + int(row["n"])
+    return {k: (v[0], wrap64(v[1]), wrap64(v[2])) for k, v in fingerprints.items()}, counts
 
 
 def _number_sop_partitions(
-    frame: DataFrame, features: FeatureSet, vectors: Mapping[int, int], rows_per_file: float, order_ids: bool
+    frame: DataFrame,
+    features: FeatureSet,
+    vectors: Mapping[int, int],
+    rows_per_file: float,
+    order_ids: bool,
+    helpers: Helpers,
 ) -> tuple[DataFrame, list[SopPartition]]:
     """C1 + C2: cluster the bit vectors, order the partitions, and give every row its partition's id
     (a broadcast join on the vector; chunks of one vector share the first chunk's id). The join's side
@@ -211,11 +240,11 @@ def _number_sop_partitions(
         for member in partition.members:
             ids.setdefault(member, position)
     pairs = [
-        F.struct(F.lit(v).cast("long").alias("__sop_vec"), F.lit(i).cast("long").alias("__sop_id"))
+        F.struct(F.lit(v).cast("long").alias(helpers.sop_vec), F.lit(i).cast("long").alias(helpers.sop_id))
         for v, i in sorted(ids.items())
     ]
     mapping = frame.sparkSession.range(1).select(F.inline(F.array(*pairs)))
-    return frame.join(F.broadcast(mapping), "__sop_vec").drop("__sop_vec"), ordered
+    return frame.join(F.broadcast(mapping), helpers.sop_vec).drop(helpers.sop_vec), ordered
 
 
 def _zorder_features(
@@ -229,6 +258,7 @@ def _zorder_features(
     file_column: str | None = None,
     boundary_rows: int = 100_000,
     observe: Callable[[DataFrame], DataFrame] | None = None,
+    helpers: Helpers,
 ) -> tuple[DataFrame, list[Dimension]]:
     """C3: the Z features (and the SOP id) as helper columns, Z-ordered into `files` files, helpers dropped.
     The SOP id is one more Z dimension, or, with `features.sop_leads` and Z features, leads the order:
@@ -236,20 +266,21 @@ def _zorder_features(
     one, where interleaving would spread it along the Z curve)."""
     columns: list[str] = []
     for i, feature in enumerate(features.z):
-        frame = frame.withColumn(f"__z{i}", expression_column(feature.expression))
-        columns.append(f"__z{i}")
+        frame = frame.withColumn(helpers.z(i), expression_column(feature.expression))
+        columns.append(helpers.z(i))
     present = set(frame.columns)
     joined = [j.helper for j in features.joined if j.helper in present]  # one left out has no column
     lead = sop_id and features.sop_leads and bool(columns or joined)
-    sop_dimension = ["__sop_id"] if sop_id and not lead else []
+    sop_dimension = [helpers.sop_id] if sop_id and not lead else []
     laid_out, dimensions = zorder(
         frame,
         [*columns, *joined, *sop_dimension],
         files,
         rows=rows,
-        leading=[*partition_columns, *(["__sop_id"] if lead else [])],
+        leading=[*partition_columns, *([helpers.sop_id] if lead else [])],
         sample_rows=boundary_rows,
         file_column=file_column,
         observe=observe,
+        helpers=helpers,
     )
-    return laid_out.drop(*columns, "__sop_id"), dimensions
+    return laid_out.drop(*columns, *([helpers.sop_id] if sop_id else [])), dimensions

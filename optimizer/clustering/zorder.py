@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from optimizer.table.fingerprint import hashable_columns
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -97,6 +99,43 @@ def interleave_value(ids: Sequence[int], bits: Sequence[int]) -> int:
     return int(_interleave_ids([np.array([i], dtype=np.int64) for i in ids], bits)[0])
 
 
+@dataclass(frozen=True)
+class Helpers:
+    """The names of the columns the layout adds to the rows for a while (SOP vector and id, Z values,
+    tie-breaker, Z key): under a prefix no column of the table starts with, so a table may have columns
+    called anything, ``__sop_id`` included."""
+
+    prefix: str = "__"
+
+    @classmethod
+    def avoiding(cls, columns: Sequence[str]) -> Helpers:
+        taken = [c.lower() for c in columns]
+        prefix, n = "__", 0
+        while any(c.startswith(prefix) for c in taken):
+            n += 1
+            prefix = f"__d{n}_"
+        return cls(prefix)
+
+    @property
+    def sop_vec(self) -> str:
+        return f"{self.prefix}sop_vec"
+
+    @property
+    def sop_id(self) -> str:
+        return f"{self.prefix}sop_id"
+
+    def z(self, i: int) -> str:
+        return f"{self.prefix}z{i}"
+
+    @property
+    def tie(self) -> str:
+        return f"{self.prefix}tie"
+
+    @property
+    def zkey(self) -> str:
+        return f"{self.prefix}zkey"
+
+
 def zorder(
     frame: DataFrame,
     columns: Sequence[str],
@@ -108,6 +147,7 @@ def zorder(
     seed: int = 5,
     file_column: str | None = None,
     observe: Callable[[DataFrame], DataFrame] | None = None,
+    helpers: Helpers | None = None,
 ) -> tuple[DataFrame, list[Dimension]]:
     """`frame`'s `rows` rows cut into about `files` files by (`leading` columns, Z-value of `columns`)
     and sorted within each (one column: by its value), with the dimensions used. Table partition
@@ -127,34 +167,36 @@ def zorder(
     from pyspark.sql import functions as F
 
     files = max(files, 1)
+    names = helpers or Helpers.avoiding(frame.columns)
     if not columns and not leading:
         if file_column is not None:
-            every = [F.col(f"`{c}`") for c in frame.columns]
+            every = hashable_columns([frame.schema[c] for c in frame.columns])
             return frame.withColumn(file_column, F.pmod(F.xxhash64(*every), F.lit(files))), []
         return (observe(frame) if observe else frame).repartition(files), []
-    helpers = ["__tie"] if len(columns) == 1 else []
-    if helpers:
+    added = [names.tie] if len(columns) == 1 else []
+    if added:
         # a deterministic tie-breaker lets a value shared by many rows (a SOP id, a low-cardinality
         # column) be split into target-size files; a random one could move rows on task retries
-        frame = frame.withColumn("__tie", F.xxhash64(*[F.col(f"`{c}`") for c in frame.columns]))
-    values = _sample(frame, [*leading, *columns, *helpers], rows, max(sample_rows, 100 * files), seed)
+        every = hashable_columns([frame.schema[c] for c in frame.columns])
+        frame = frame.withColumn(names.tie, F.xxhash64(*every))
+    values = _sample(frame, [*leading, *columns, *added], rows, max(sample_rows, 100 * files), seed)
     ranges = ranges_for(files, len(columns))
     dimensions = [Dimension(c, quantile_boundaries(values[c], ranges) if ranges else ()) for c in columns]
     if len(dimensions) > 1:
         ids = [range_id(F.col(f"`{d.column}`"), d.boundaries) for d in dimensions]
-        frame = frame.withColumn("__zkey", interleave(ids, [d.bits for d in dimensions]))
-        helpers.append("__zkey")
-    key_columns, sampled = _order_key(dimensions, leading, values)
+        frame = frame.withColumn(names.zkey, interleave(ids, [d.bits for d in dimensions]))
+        added.append(names.zkey)
+    key_columns, sampled = _order_key(dimensions, leading, values, names)
     cuts = file_cuts(sampled, files)
     index = _file_index(key_columns, cuts)
     if file_column is not None:
-        return frame.withColumn(file_column, index).drop(*helpers), dimensions
+        return frame.withColumn(file_column, index).drop(*added), dimensions
     keys = F.array(*[F.lit(k).cast("long") for k in hash_partition_keys(frame, len(cuts) + 1)])  # probed as longs
     partition = F.element_at(keys, index + 1)
     if observe is not None:
         frame = observe(frame)
     laid_out = frame.repartition(len(cuts) + 1, partition).sortWithinPartitions(*key_columns)
-    return laid_out.drop(*helpers), dimensions
+    return laid_out.drop(*added), dimensions
 
 
 def _sample(frame: DataFrame, names: Sequence[str], rows: int, wanted: int, seed: int) -> dict[str, list[Any]]:
@@ -169,7 +211,7 @@ def _sample(frame: DataFrame, names: Sequence[str], rows: int, wanted: int, seed
 
 
 def _order_key(
-    dimensions: Sequence[Dimension], leading: Sequence[str], values: Mapping[str, list[Any]]
+    dimensions: Sequence[Dimension], leading: Sequence[str], values: Mapping[str, list[Any]], names: Helpers
 ) -> tuple[list[Column], list[list[Any]]]:
     """What rows are ordered by, as Spark columns, and the same key's components over the sampled rows
     in `values` (one list per component)."""
@@ -178,10 +220,10 @@ def _order_key(
     spark_columns = [F.col(f"`{c}`") for c in leading]
     parts = [values[c] for c in leading]
     if len(dimensions) == 1:
-        spark_columns += [F.col(f"`{dimensions[0].column}`"), F.col("__tie")]
-        parts += [values[dimensions[0].column], values["__tie"]]
+        spark_columns += [F.col(f"`{dimensions[0].column}`"), F.col(f"`{names.tie}`")]
+        parts += [values[dimensions[0].column], values[names.tie]]
     elif dimensions:
-        spark_columns.append(F.col("__zkey"))  # a column of its own: file index and sort compare it many times
+        spark_columns.append(F.col(f"`{names.zkey}`"))  # a column of its own: file index and sort compare it many times
         ids = [_range_ids(values[d.column], d.boundaries) for d in dimensions]
         parts.append(_interleave_ids(ids, [d.bits for d in dimensions]).tolist())
     return spark_columns, parts

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from optimizer.table.protocol import TableFeatures
+
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
@@ -45,6 +47,7 @@ class Snapshot:
     partition_columns: tuple[str, ...]
     files: tuple[DataFile, ...]
     configuration: Mapping[str, str | None] = field(default_factory=dict, compare=False)
+    features: TableFeatures = field(default_factory=TableFeatures, compare=False)  # protocol (table.protocol)
 
     @property
     def total_bytes(self) -> int:
@@ -122,10 +125,11 @@ def commit_of_run(commits: Sequence[Commit], run_id: str) -> Commit | None:
 class StagedFile:
     """A Parquet file Spark has written under the table root that no commit references yet."""
 
-    path: str  # relative to the table root
+    path: str  # relative to the table root, decoded (as on storage)
     size: int
     stats_json: str  # Delta add-action stats
-    partition_values: Mapping[str, str | None] = field(default_factory=dict, compare=False)
+    partition_values: Mapping[str, str | None] = field(default_factory=dict, compare=False)  # logical names
+    action: Any = field(default=None, compare=False, repr=False)  # Delta's own AddFile when Delta's writer wrote it
 
 
 # called per written file with its path and aggregate row; returns the extended statistics to record
@@ -152,7 +156,9 @@ class TableAccess(Protocol):
 
     def spark_uri(self, path: str) -> str: ...
 
-    def read_files(self, spark: SparkSession, files: Sequence[DataFile], snapshot: Snapshot) -> DataFrame: ...
+    def read_files(
+        self, spark: SparkSession, files: Sequence[DataFile], snapshot: Snapshot, *, for_rewrite: bool = False
+    ) -> DataFrame: ...
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]: ...
 

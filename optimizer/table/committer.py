@@ -15,43 +15,21 @@ deleted; a concurrent commit that removed a file being replaced makes the rewrit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING
 
-from optimizer.errors import RewriteValidationError, SparkRuntimeError
+from optimizer.errors import SparkRuntimeError
+from optimizer.table.delta_engine import delta_classes
+from optimizer.table.rewrite import COMMIT_CONF, CommitEngine, Committer, RewriteRequest, check_rewrite
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
     from pyspark.sql import SparkSession
 
-    from optimizer.table.access import DataFile, StagedFile, TableAccess
+    from optimizer.table.access import TableAccess
 
-CommitEngine = Literal["delta-spark", "delta-rs"]
-COMMIT_CONF = "spark.deltaopt.commit"  # the session's SparkSettings.commit (set by optimizer.runtime)
-
-
-@dataclass(frozen=True)
-class RewriteRequest:
-    """A layout rewrite ready to commit: planned at `read_version`, replacing `remove` with `add`."""
-
-    read_version: int
-    remove: Sequence[DataFile]
-    add: Sequence[StagedFile]
-    metadata: Mapping[str, Any] = field(default_factory=dict)  # deltaopt's run id, features, index reference
-    z_order_by: tuple[str, ...] = ()  # recorded in Delta's operation parameters
-
-
-class Committer(Protocol):
-    """Commits a `RewriteRequest`; `before_commit(version)` runs right before the commit (tests race it)."""
-
-    engine: CommitEngine
-    table: TableAccess
-
-    def commit_safety(self) -> str: ...
-
-    def rewrite(self, request: RewriteRequest, *, before_commit: Callable[[int], None] | None = None) -> int: ...
-
-    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> None: ...
+__all__ = ["COMMIT_CONF", "CommitEngine", "Committer", "DeltaRsCommitter", "RewriteRequest", "check_rewrite"]
 
 
 class DeltaRsCommitter:
@@ -77,8 +55,6 @@ class DeltaRsCommitter:
 def commit_engine(spark: SparkSession | None) -> CommitEngine:
     """The engine `committer_for` picks in `spark`: Delta's transaction when its classes are in the
     session's JVM and the configuration does not force delta-rs."""
-    from optimizer.table.deltaspark import delta_classes
-
     if spark is None:
         return "delta-rs"
     wanted = _configured(spark)
@@ -109,28 +85,3 @@ def _configured(spark: SparkSession) -> str:
         return str(spark.conf.get(COMMIT_CONF, "auto") or "auto")
     except Exception:  # a stopped session or a Connect server refusing the key: the default
         return "auto"
-
-
-def check_rewrite(table: TableAccess, remove: Sequence[DataFile], add: Sequence[StagedFile]) -> None:
-    """What every rewrite must be before either engine commits it: it removes at least one file, none
-    twice, and every file it adds is there as staged (`check_staged`)."""
-    if not remove:
-        raise RewriteValidationError("a rewrite must remove at least one file")
-    paths = [f.path for f in remove]
-    if len(set(paths)) != len(paths):
-        raise RewriteValidationError("a rewrite lists the same file to remove twice")
-    check_staged(table, add)
-
-
-def check_staged(table: TableAccess, staged: Sequence[StagedFile]) -> None:
-    """Every file to add exists with its staged size: neither delta-rs nor Delta checks, and a commit
-    naming a missing file would lose rows."""
-    import pyarrow.fs as pafs
-
-    fs, root = table.filesystem()
-    infos = fs.get_file_info([f"{root}/{f.path}" for f in staged]) if staged else []
-    for f, info in zip(staged, infos, strict=True):
-        if info.type != pafs.FileType.File:
-            raise RewriteValidationError(f"file to add does not exist: {table.file_uri(f.path)}")
-        if info.size != f.size:
-            raise RewriteValidationError(f"file to add changed size: {f.path} is {info.size} bytes, staged as {f.size}")

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
@@ -26,9 +27,12 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction, cre
 from optimizer import errors
 from optimizer.table.access import CUSTOM_METADATA_KEY, Commit, DataFile, Snapshot, StagedFile, StatsCallback
 from optimizer.table.commit_safety import check_commit_safety
-from optimizer.table.committer import check_rewrite, check_staged
+from optimizer.table.delta_engine import DeltaEngine, delta_classes
+from optimizer.table.delta_writer import stage_with_delta
 from optimizer.table.deltars_log import commit_entry, data_files
 from optimizer.table.footer_stats import FOOTER_ROWS, footer_indices, footer_stats
+from optimizer.table.protocol import TableFeatures, check_readable, table_features
+from optimizer.table.rewrite import check_rewrite, check_staged, outcome_after_failure
 from optimizer.table.staging import absolute_local, check_schema, partition_values, row_for
 from optimizer.table.stats import StatsColumn, collect_file_stats, data_columns, delta_stats_json, stats_columns
 
@@ -38,8 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Reader features whose files Spark's plain Parquet reader still reads correctly.
-SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
 REWRITE_ATTEMPTS = 5
 
 
@@ -75,31 +77,31 @@ class DeltaRsTable:
         return True
 
     def snapshot(self, version: int | None = None) -> Snapshot:
-        """Active files with Delta statistics. Raises `UnsupportedTableError` for tables whose data a plain
-        Parquet reader would get wrong (deletion vectors, column mapping)."""
+        """Active files with Delta statistics (keyed by logical column names) and the table's features.
+        Reading the log needs no Delta engine; reading rows may (`read_files`)."""
         table = self._open(version)
-        self._check_readable(table)
         metadata = table.metadata()
+        features = self._features(table)
         return Snapshot(
             uri=self.uri,
             version=table.version(),
             schema_json=table.schema().to_json(),
             partition_columns=tuple(metadata.partition_columns),
-            files=tuple(data_files(table)),
+            files=tuple(data_files(table, features.logical_names)),
             configuration=dict(metadata.configuration),
+            features=features,
         )
 
-    def _check_readable(self, table: DeltaTable) -> None:
+    def _features(self, table: DeltaTable) -> TableFeatures:
         protocol = table.protocol()
-        features = set(protocol.reader_features or [])
-        unsupported = sorted(features - SUPPORTED_READER_FEATURES)
-        mapping = table.metadata().configuration.get("delta.columnMapping.mode", "none")
-        if unsupported or (protocol.min_reader_version == 2 and mapping != "none") or protocol.min_reader_version > 3:
-            what = ", ".join(unsupported) or f"reader version {protocol.min_reader_version}, column mapping {mapping}"
-            raise errors.UnsupportedTableError(
-                f"{self.uri} uses {what}; deltaopt reads data files with a plain Parquet reader and would return "
-                "wrong rows, so it leaves this table alone"
-            )
+        return table_features(
+            protocol.min_reader_version,
+            protocol.min_writer_version,
+            protocol.reader_features,
+            protocol.writer_features,
+            table.metadata().configuration,
+            table.schema().to_json(),
+        )
 
     def history(self, since_version: int = 0) -> list[Commit]:
         """commitInfo of versions >= `since_version`, oldest first (as far as log retention keeps them)."""
@@ -121,23 +123,38 @@ class DeltaRsTable:
         uri = self.file_uri(path)
         return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
 
-    def read_files(self, spark: SparkSession, files: Sequence[DataFile], snapshot: Snapshot) -> DataFrame:
-        """The rows of `files`, with the table's schema (partition columns restored from the log)."""
+    def read_files(
+        self, spark: SparkSession, files: Sequence[DataFile], snapshot: Snapshot, *, for_rewrite: bool = False
+    ) -> DataFrame:
+        """The rows of `files`, with the table's schema (partition columns restored from the log).
+
+        Tables whose rows only Delta's reader gets right (deletion vectors, column mapping, type widening)
+        are read through Delta's engine, as is every rewrite of a table with row tracking (`for_rewrite`:
+        each row then carries its row id and row commit version in the table's materialised columns)."""
         from pyspark.sql import functions as F
 
+        features = snapshot.features
+        delta_engine = delta_classes(spark) is not None
+        check_readable(features, self.uri, delta_engine=delta_engine)
         schema = snapshot.spark_schema()
         if not files:
             return spark.createDataFrame([], schema)
+        if features.needs_delta_reader or (for_rewrite and features.row_tracking):
+            engine = DeltaEngine(spark, self.spark_uri(""))
+            at = engine.snapshot(snapshot.version)
+            return engine.read(
+                at, engine.add_files(at, files), preserve_row_tracking=for_rewrite and features.row_tracking
+            )
         stored = data_columns(schema, snapshot.partition_columns)
         if not snapshot.partition_columns:
-            return spark.read.schema(stored).parquet(*[self.spark_uri(f.path) for f in files])
+            return spark.read.schema(stored).parquet(*[self.spark_uri(unquote(f.path)) for f in files])
         groups: dict[tuple[tuple[str, str | None], ...], list[DataFile]] = {}
         for f in files:
             key = tuple((c, f.partition_values.get(c)) for c in snapshot.partition_columns)
             groups.setdefault(key, []).append(f)
         frames = []
         for key, members in groups.items():
-            frame = spark.read.schema(stored).parquet(*[self.spark_uri(f.path) for f in members])
+            frame = spark.read.schema(stored).parquet(*[self.spark_uri(unquote(f.path)) for f in members])
             for column, value in key:
                 frame = frame.withColumn(column, F.lit(value).cast(schema[column].dataType))
             frames.append(frame.select(*[F.col(f"`{name}`") for name in schema.names]))
@@ -167,6 +184,8 @@ class DeltaRsTable:
         Raises `RewriteValidationError` when `df` does not have the table's schema.
         """
         schema = snapshot.spark_schema()
+        if snapshot.features.needs_delta_writer:  # physical names, materialised row tracking: Delta writes
+            return stage_with_delta(spark, self, df, snapshot, extra_aggregates, extended_stats, options)
         check_schema(df.schema, schema, self.uri)
         directory = f"{purpose}-{uuid.uuid4().hex[:16]}"
         writer = df.select(*[f"`{n}`" for n in schema.names]).write.mode("error")  # Connect knows this spelling
@@ -303,9 +322,9 @@ class DeltaRsTable:
             actions += [RemoveAction(f.path, False, now, f.size, dict(active[f.path].partition_values)) for f in remove]
             if before_commit is not None:
                 before_commit(version)
-            latest = self._commit_once(table, actions, metadata, add)
-            if latest is None:
-                return version + 1
+            committed, latest = self._commit_once(table, actions, metadata, add)
+            if committed:
+                return latest
             log.info("rewrite of %s planned at v%d lost a race (now v%d); re-checking", self.uri, version, latest)
             version = latest
         self.discard(add)
@@ -339,9 +358,12 @@ class DeltaRsTable:
         actions: list[AddAction | RemoveAction],
         metadata: Mapping[str, Any] | None,
         add: Sequence[StagedFile],
-    ) -> int | None:
-        """One commit attempt with no automatic retries: None when it landed, else the table's latest
-        version (a concurrent commit won; the caller re-checks). Other failures delete what was staged."""
+    ) -> tuple[bool, int]:
+        """One commit attempt with no automatic retries: (True, the version it committed), or (False, the
+        table's latest version) when a concurrent commit won and the caller re-checks. Any other failure
+        is settled by the log (`outcome_after_failure`): a commit that landed before the failure is
+        returned, one that did not deletes what was staged."""
+        read_version = table.version()
         try:
             table.create_write_transaction(
                 actions,
@@ -351,11 +373,14 @@ class DeltaRsTable:
                 commit_properties=CommitProperties(custom_metadata=_custom(metadata), max_commit_retries=0),
             )
         except CommitFailedError:
-            return self._open().version()
+            return False, self._open().version()
         except (DeltaError, OSError, ValueError) as err:
+            landed_at = outcome_after_failure(self, (metadata or {}).get("runId"), read_version, err)
+            if landed_at is not None:
+                return True, landed_at
             self.discard(add)
             raise errors.TableAccessError(f"rewrite of {self.uri} failed: {err}") from err
-        return None
+        return True, read_version + 1
 
     def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> None:
         """Set table properties in one commit (Delta's SET TBLPROPERTIES)."""

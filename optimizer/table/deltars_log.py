@@ -13,7 +13,10 @@ from deltalake import DeltaTable
 from optimizer.table.access import Commit, DataFile
 
 
-def data_files(table: DeltaTable) -> list[DataFile]:
+def data_files(table: DeltaTable, logical_names: Mapping[str, str] | None = None) -> list[DataFile]:
+    """The active files with their statistics and partition values keyed by logical column names: under
+    column mapping the log keys them by physical names, which `logical_names` maps (a physical name not
+    in the schema, a dropped column's, is left out: its statistics describe no column a query can name)."""
     actions = pa.table(table.get_add_actions(flatten=True))
     files = []
     for row in actions.to_pylist():
@@ -23,6 +26,10 @@ def data_files(table: DeltaTable) -> list[DataFile]:
         parts: dict[str, str | None] = {}
         for key, value in row.items():
             prefix, _, name = key.partition(".")
+            if logical_names and prefix in ("min", "max", "null_count", "partition"):
+                if name not in logical_names:
+                    continue
+                name = logical_names[name]
             if prefix == "min" and value is not None:
                 mins[name] = value
             elif prefix == "max" and value is not None:

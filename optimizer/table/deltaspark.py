@@ -12,10 +12,17 @@ This does what Delta's ``OptimizeExecutor`` does after it has written its files 
 4. ``commit(actions, DeltaOperations.Optimize(...), tags)`` with OPTIMIZE's operation metrics registered
    and deltaopt's commit metadata as the commitInfo tag ``deltaopt``.
 
+Files Delta's own writer wrote (column mapping, row tracking: `optimizer.table.delta_writer`) are
+committed as the AddFile actions it returned, with deltaopt's statistics; with row tracking the commit
+carries Delta's "row tracking preserved" tag, as OPTIMIZE's does. The removed files keep their deletion
+vector descriptors (``removeWithTimestamp``).
+
 Delta retries internally past commits that do not conflict (appends: a ``dataChange=false`` commit runs
-at snapshot isolation) and throws a ``ConcurrentModificationException`` when one removed a file this
-rewrite read; the staged files are then deleted and `CommitConflictError` raised. Databricks Runtime
-ships the same classes under ``com.databricks.sql.transaction.tahoe``; both prefixes are looked up.
+at snapshot isolation) and throws a ``ConcurrentModificationException`` when one does. As Delta's
+``commitAndRetry``, the rewrite then tries again on the latest version while every file it replaces is
+still active with the same deletion vector (a bounded number of times); otherwise it gives up with
+`CommitConflictError`. Once a commit attempt may have landed, the outcome is read from the log (the run
+id in the commit's tag) and no file it might reference is deleted (`optimizer.table.rewrite`).
 """
 
 from __future__ import annotations
@@ -23,14 +30,23 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
 from optimizer import errors
-from optimizer.table.access import CUSTOM_METADATA_KEY, DataFile, StagedFile
-from optimizer.table.committer import CommitEngine, RewriteRequest, check_rewrite
+from optimizer.table.access import CUSTOM_METADATA_KEY, StagedFile
+from optimizer.table.delta_engine import (
+    DeltaEngine,
+    delta_classes,
+    encoded_path,
+    is_conflict,
+    java_message,
+    scala_map,
+    scala_seq,
+)
+from optimizer.table.rewrite import CommitEngine, RewriteRequest, check_rewrite, outcome_after_failure
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,31 +55,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# where the Delta engine's classes live: open source Delta, then Databricks Runtime
-PACKAGES = ("org.apache.spark.sql.delta", "com.databricks.sql.transaction.tahoe")
-
-
-def delta_classes(spark: SparkSession) -> str | None:
-    """The package holding ``DeltaLog`` in `spark`'s JVM, or None (no JVM gateway, or no Delta engine)."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
-        return None
-    for package in PACKAGES:
-        try:
-            jvm.java.lang.Class.forName(
-                f"{package}.DeltaLog", False, jvm.java.lang.Thread.currentThread().getContextClassLoader()
-            )
-        except Exception:  # ClassNotFoundException arrives as a Py4JJavaError
-            continue
-        return package
-    return None
-
-
-def _package(spark: SparkSession) -> str:
-    found = delta_classes(spark)
-    if found is None:
-        raise errors.TableAccessError("the session has no Delta engine classes; cannot commit through Delta")
-    return found
+COMMIT_ATTEMPTS = 5  # Delta's commitAndRetry has no bound; deltaopt gives up after this many lost races
 
 
 class DeltaSparkCommitter:
@@ -74,7 +66,10 @@ class DeltaSparkCommitter:
     def __init__(self, spark: SparkSession, table: TableAccess) -> None:
         self.spark = spark
         self.table = table
-        self._package = _package(spark)
+        package = delta_classes(spark)
+        if package is None:
+            raise errors.TableAccessError("the session has no Delta engine classes; cannot commit through Delta")
+        self._package = package
 
     def commit_safety(self) -> str:
         """How Delta's ``LogStore`` makes this table's commits atomic; raises `UnsafeStoreError` where it
@@ -82,22 +77,69 @@ class DeltaSparkCommitter:
         return delta_commit_safety(self.table.uri, self._package, self.spark.conf.get)
 
     def rewrite(self, request: RewriteRequest, *, before_commit: Callable[[int], None] | None = None) -> int:
-        """Commit `request` as one Delta OPTIMIZE; returns the version Delta committed."""
+        """Commit `request` as one Delta OPTIMIZE; returns the version Delta committed.
+
+        Before an attempt could commit, a failure deletes the staged files. After, the log decides: the
+        version when the run's commit is there (a post-commit hook failed), else the files go; if the log
+        cannot be read, they stay (`CommitOutcomeUnknownError`)."""
         check_rewrite(self.table, request.remove, request.add)
+        engine = DeltaEngine(self.spark, self.table.spark_uri("").rstrip("/"))
+        snapshot = engine.snapshot(request.read_version)
         try:
-            version = self._commit(request, before_commit)
+            read = engine.add_files(snapshot, request.remove)
         except errors.DeltaOptError:
             self.table.discard(request.add)
             raise
-        except Exception as err:
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            try:
+                return self._commit(engine, snapshot, read, request, before_commit)
+            except Exception as err:
+                version = outcome_after_failure(self.table, request.metadata.get("runId"), request.read_version, err)
+                if version is not None:
+                    return version
+                if not is_conflict(self.spark, err) or attempt == COMMIT_ATTEMPTS:
+                    self.table.discard(request.add)
+                    raise self._refused(err, attempt) from err
+                snapshot = engine.latest()
+                read = self._still_there(engine, snapshot, request, read, err)
+                log.info(
+                    "rewrite of %s lost a race (%s); retrying at version %d",
+                    self.table.uri,
+                    java_message(err),
+                    snapshot.version(),
+                )
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _refused(self, err: Exception, attempts: int) -> errors.DeltaOptError:
+        if isinstance(err, errors.DeltaOptError):
+            return err
+        if is_conflict(self.spark, err):
+            return errors.CommitConflictError(
+                f"Delta refused the rewrite of {self.table.uri} after {attempts} attempt(s): {java_message(err)}; "
+                "nothing was committed"
+            )
+        return errors.TableAccessError(f"rewrite of {self.table.uri} through Delta failed: {java_message(err)}")
+
+    def _still_there(
+        self, engine: DeltaEngine, snapshot: Any, request: RewriteRequest, read: list[Any], err: Exception
+    ) -> list[Any]:
+        """The replaced files' actions at `snapshot` when each is still active with the deletion vector it
+        was read with (Delta's own test before it retries an OPTIMIZE); else the rewrite gives up."""
+        try:
+            now = engine.add_files(snapshot, request.remove)
+        except errors.RewriteValidationError as gone:
             self.table.discard(request.add)
-            if _is_conflict(self.spark, err):
-                raise errors.CommitConflictError(
-                    f"Delta refused the rewrite of {self.table.uri}: {_java_message(err)}; nothing was committed"
-                ) from err
-            message = _java_message(err)
-            raise errors.TableAccessError(f"rewrite of {self.table.uri} through Delta failed: {message}") from err
-        return version
+            raise errors.CommitConflictError(
+                f"a concurrent commit to {self.table.uri} removed files this rewrite replaces ({java_message(err)}; "
+                f"{gone}); nothing was committed"
+            ) from err
+        if [_dv_id(a) for a in now] != [_dv_id(a) for a in read]:
+            self.table.discard(request.add)
+            raise errors.CommitConflictError(
+                f"a concurrent commit to {self.table.uri} deleted rows from files this rewrite replaces "
+                f"({java_message(err)}); nothing was committed"
+            ) from err
+        return now
 
     def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> None:
         """Set table properties through Delta (``ALTER TABLE ... SET TBLPROPERTIES``, rendered by sqlglot
@@ -112,71 +154,56 @@ class DeltaSparkCommitter:
             self.spark.sql(f"ALTER TABLE {table.sql('spark')} SET TBLPROPERTIES ({pairs})")
         except Exception as err:
             raise errors.TableAccessError(
-                f"cannot set table properties of {self.table.uri} through Delta: {_java_message(err)}"
+                f"cannot set table properties of {self.table.uri} through Delta: {java_message(err)}"
             ) from err
 
-    def _commit(self, request: RewriteRequest, before_commit: Callable[[int], None] | None) -> int:
-        jvm = _gateway(self.spark)
-        delta = _jvm_package(jvm, self._package)
-        none = jvm.scala.Option.empty()
-        delta_log = delta.DeltaLog.forTable(self.spark._jsparkSession, self.table.spark_uri("").rstrip("/"))
-        snapshot = delta_log.getSnapshotAt(request.read_version, none, none)
-        self._check_writable(snapshot)
-        txn = delta_log.startTransaction(none, jvm.scala.Some(snapshot))
-        read = self._read_files(snapshot, request.remove, request.read_version)
-        txn.trackFilesRead(_seq(jvm, read))
+    def _commit(
+        self,
+        engine: DeltaEngine,
+        snapshot: Any,
+        read: list[Any],
+        request: RewriteRequest,
+        before_commit: Callable[[int], None] | None,
+    ) -> int:
+        jvm, delta, none = engine.jvm, engine.delta, engine.none
+        if _row_tracking(delta, snapshot) and any(f.action is None for f in request.add):
+            raise errors.RewriteValidationError(
+                f"{self.table.uri} tracks row ids and some files to add were not written by Delta's writer: "
+                "their rows would get new ids; nothing was committed"
+            )
+        txn = engine.log().startTransaction(none, jvm.scala.Some(snapshot))
+        txn.trackFilesRead(scala_seq(jvm, read))
         now = int(time.time() * 1000)
-        actions = [self._add_file(delta, f) for f in request.add] + [a.removeWithTimestamp(now, False) for a in read]
-        txn.registerSQLMetrics(self.spark._jsparkSession, self._metrics(request))
+        actions = [self._add_file(engine, f) for f in request.add] + [a.removeWithTimestamp(now, False) for a in read]
+        txn.registerSQLMetrics(self.spark._jsparkSession, self._metrics(request, read))
+        cluster_by = jvm.scala.Some(scala_seq(jvm, list(request.cluster_by))) if request.cluster_by else none
         operation = getattr(delta, "DeltaOperations$Optimize")(
-            _seq(jvm, []), _seq(jvm, list(request.z_order_by)), False, none, False
+            scala_seq(jvm, []), scala_seq(jvm, list(request.z_order_by)), False, cluster_by, False
         )
         tags = {CUSTOM_METADATA_KEY: json.dumps(dict(request.metadata), default=str)} if request.metadata else {}
+        # Delta's "rows keep their ids" commit tag where row tracking is on (package-private: via the object)
+        jtags = getattr(getattr(delta, "RowTracking$"), "MODULE$").addPreservedRowTrackingTagIfNotSet(
+            snapshot, scala_map(jvm, tags)
+        )
         if before_commit is not None:
-            before_commit(request.read_version)
-        version = int(txn.commit(_seq(jvm, actions), operation, _map(jvm, tags)))
+            before_commit(int(snapshot.version()))
+        version = int(txn.commit(scala_seq(jvm, actions), operation, jtags))
         log.info("committed rewrite of %s through Delta as version %d", self.table.uri, version)
         return version
 
-    def _check_writable(self, snapshot: Any) -> None:
-        """Refuse tables whose files carry identity deltaopt's AddFiles would not keep: with row tracking,
-        Delta's OPTIMIZE carries each file's ``baseRowId`` over; a rewrite from Spark-written Parquet
-        cannot, so row ids that readers (CDC, MERGE) rely on would change."""
-        protocol = json.loads(str(snapshot.protocol().json()))
-        features = set(protocol.get("protocol", protocol).get("writerFeatures") or [])
-        if "rowTracking" in features:
-            raise errors.UnsupportedTableError(
-                f"{self.table.uri} uses row tracking; a deltaopt rewrite would assign new row ids, so it "
-                "leaves this table alone"
-            )
-
-    def _read_files(self, snapshot: Any, remove: Sequence[DataFile], read_version: int) -> list[Any]:
-        """The snapshot's own AddFile actions for `remove` (matched on the log's encoded path and size)."""
-        from pyspark.sql import functions as F
-
-        wanted = {_encoded(self.spark, f.path): f for f in remove} | {f.path: f for f in remove}
-        rows = snapshot.allFiles().filter(F.col("path").isin(list(wanted))._jc).collectAsList()
-        found = {str(a.path()): a for a in rows}
-        read = []
-        missing = []
-        for f in remove:
-            action = found.get(_encoded(self.spark, f.path)) or found.get(f.path)
-            if action is None or int(action.size()) != f.size:
-                missing.append(f.path)
-            else:
-                read.append(action)
-        if missing:
-            raise errors.RewriteValidationError(
-                f"files to remove are not active in {self.table.uri} at version {read_version}: {missing[:5]}"
-            )
-        return read
-
-    def _add_file(self, delta: Any, f: StagedFile) -> Any:
-        jvm = _gateway(self.spark)
-        none = jvm.scala.Option.empty()
-        return delta.actions.AddFile(
-            _encoded(self.spark, f.path),
-            _map(jvm, dict(f.partition_values)),
+    def _add_file(self, engine: DeltaEngine, f: StagedFile) -> Any:
+        """The AddFile of a staged file (``dataChange=false``, deltaopt's statistics): Delta's own action
+        when Delta's writer wrote it (its encoded path, physical partition values and tags)."""
+        jvm, none = engine.jvm, engine.none
+        if f.action is not None:
+            a = f.action
+            return engine.delta.actions.AddFile(
+                a.path(), a.partitionValues(), a.size(), a.modificationTime(), False, f.stats_json,
+                a.tags(), None, none, none, a.clusteringProvider(),
+            )  # fmt: skip
+        return engine.delta.actions.AddFile(
+            encoded_path(self.spark, f.path),
+            scala_map(jvm, dict(f.partition_values)),
             f.size,
             int(time.time() * 1000),
             False,  # dataChange
@@ -188,14 +215,15 @@ class DeltaSparkCommitter:
             none,  # clusteringProvider
         )
 
-    def _metrics(self, request: RewriteRequest) -> Any:
+    def _metrics(self, request: RewriteRequest, read: list[Any]) -> Any:
         """OPTIMIZE's operation metrics (DeltaOperationMetrics.OPTIMIZE), as Delta's own OPTIMIZE sets them."""
-        jvm = _gateway(self.spark)
+        jvm = self.spark._jvm
         sizes = sorted(f.size for f in request.add) or [0]
 
         def at(share: float) -> int:
             return sizes[min(len(sizes) - 1, int(share * len(sizes)))]
 
+        vectors = [a.deletionVector() for a in read if a.deletionVector() is not None]
         values = {
             "numAddedFiles": len(request.add),
             "numRemovedFiles": len(request.remove),
@@ -206,7 +234,8 @@ class DeltaSparkCommitter:
             "p50FileSize": at(0.5),
             "p75FileSize": at(0.75),
             "maxFileSize": sizes[-1],
-            "numDeletionVectorsRemoved": 0,
+            "numDeletionVectorsRemoved": len(vectors),
+            "numDeletionVectorRowsRemoved": sum(int(v.cardinality()) for v in vectors),
         }
         metrics = jvm.java.util.HashMap()
         context = self.spark._jsparkSession.sparkContext()
@@ -215,6 +244,16 @@ class DeltaSparkCommitter:
             metric.set(int(value))
             metrics.put(name, metric)
         return jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(metrics)
+
+
+def _dv_id(action: Any) -> str | None:
+    """A file's deletion vector identity (None: no deletion vector)."""
+    vector = action.deletionVector()
+    return None if vector is None else str(vector.uniqueId())
+
+
+def _row_tracking(delta: Any, snapshot: Any) -> bool:
+    return bool(delta.RowTracking.isEnabled(snapshot.protocol(), snapshot.metadata()))
 
 
 # Delta's LogStore per scheme (delta-io/delta storage/): which make "write the next commit unless it
@@ -266,55 +305,3 @@ def delta_commit_safety(uri: str, package: str, conf: Callable[[str, str | None]
             "uses, or run the job on the writers' own cluster; nothing was committed"
         )
     raise UnsafeStoreError(f"{uri}: deltaopt does not know Delta's log store for '{scheme}://'; nothing was committed")
-
-
-def _gateway(spark: SparkSession) -> Any:
-    """The py4j view of the driver JVM (a classic session's; Spark Connect has none)."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
-        raise errors.TableAccessError("this Spark session has no JVM gateway (Spark Connect): no Delta commit")
-    return jvm
-
-
-def _jvm_package(jvm: Any, package: str) -> Any:
-    node = jvm
-    for part in package.split("."):
-        node = getattr(node, part)
-    return node
-
-
-def _seq(jvm: Any, items: Sequence[Any]) -> Any:
-    values = jvm.java.util.ArrayList()
-    for item in items:
-        values.add(item)
-    return jvm.org.apache.spark.api.python.PythonUtils.toSeq(values)
-
-
-def _map(jvm: Any, items: Mapping[str, str | None]) -> Any:
-    values = jvm.java.util.HashMap()
-    for key, value in items.items():
-        values.put(key, value)
-    return jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(values)
-
-
-def _encoded(spark: SparkSession, path: str) -> str:
-    """A relative path as Delta writes it into the log (Hadoop ``Path.toUri``: ``%`` escaped again)."""
-    if "://" in path:
-        return path
-    return str(_gateway(spark).org.apache.hadoop.fs.Path(path).toUri().toString())
-
-
-def _is_conflict(spark: SparkSession, err: Exception) -> bool:
-    """Whether `err` is Delta's "a concurrent commit conflicts" (a java ConcurrentModificationException)."""
-    java = getattr(err, "java_exception", None)
-    if java is None:
-        return False
-    jvm = _gateway(spark)
-    return bool(jvm.java.lang.Class.forName("java.util.ConcurrentModificationException").isInstance(java))
-
-
-def _java_message(err: Exception) -> str:
-    java = getattr(err, "java_exception", None)
-    if java is None:
-        return str(err)
-    return f"{java.getClass().getSimpleName()}: {java.getMessage()}".splitlines()[0]

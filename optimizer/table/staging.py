@@ -30,9 +30,12 @@ def check_schema(actual: StructType, expected: StructType, uri: str) -> None:
 
 
 def row_for(path: str, rows: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The statistics row of `path`; Spark reports ``file:/...`` URIs, so match on the path suffix."""
+    """The statistics row of `path` (decoded, as on storage); Spark reports URL-encoded ``file:/...``
+    URIs, so match on the decoded path suffix."""
+    from urllib.parse import unquote
+
     for uri, row in rows.items():
-        if uri.endswith("/" + path):
+        if unquote(uri).endswith("/" + path):
             return row
     raise errors.RewriteValidationError(f"no statistics were computed for written file {path}")
 
@@ -46,7 +49,7 @@ def partition_values(path: str, directory: str, partition_columns: Sequence[str]
     values: dict[str, str | None] = {}
     for part in parts:
         key, _, raw = part.partition("=")
-        value = unquote(raw)
+        key, value = unquote(key), unquote(raw)  # Hive-style escaping of names and values on storage
         values[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
     missing = [c for c in partition_columns if c not in values]
     if missing:

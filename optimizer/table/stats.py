@@ -61,7 +61,8 @@ def stats_columns(schema: StructType, configuration: Mapping[str, str | None] | 
     explicit = configuration.get("delta.dataSkippingStatsColumns")
     limit_text = configuration.get("delta.dataSkippingNumIndexedCols")
     limit = int(limit_text) if limit_text not in (None, "") else DEFAULT_INDEXED_COLUMNS
-    wanted = {c.strip() for c in explicit.split(",")} if explicit else None
+    # Delta matches these names case-insensitively (StatisticsCollection), as it matches every column name
+    wanted = {c.strip().lower() for c in explicit.split(",")} if explicit else None
 
     leaves: list[StatsColumn] = []
 
@@ -78,7 +79,7 @@ def stats_columns(schema: StructType, configuration: Mapping[str, str | None] | 
 
     visit(schema, ())
     if wanted is not None:
-        return [c for c in leaves if c.name in wanted or c.path[0] in wanted]
+        return [c for c in leaves if c.name.lower() in wanted or c.path[0].lower() in wanted]
     return leaves if limit < 0 else leaves[:limit]
 
 

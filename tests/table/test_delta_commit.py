@@ -30,11 +30,13 @@ def delta_spark(spark):
     return spark
 
 
-def _staged_rewrite(spark, table, snapshot, files=None):
+def _staged_rewrite(spark, table, snapshot, files=None, run_id="t1"):
+    """A rewrite of `files` staged as one file; every run has its own id, as every real run has (the log
+    tells a run that committed from one that did not by it)."""
     files = list(files if files is not None else snapshot.files)
     df = table.read_files(spark, files, snapshot).coalesce(1)
     staged = table.stage(spark, df, snapshot, "optimize")
-    return RewriteRequest(snapshot.version, files, staged, {"operation": "OPTIMIZE", "runId": "t1"}, ("id",)), staged
+    return RewriteRequest(snapshot.version, files, staged, {"operation": "OPTIMIZE", "runId": run_id}, ("id",)), staged
 
 
 def _log_actions(table_path: str, version: int) -> list[dict]:
@@ -173,8 +175,8 @@ def test_racing_rewrites_through_delta_never_duplicate_rows(delta_spark, table_p
     table = open_table(table_path)
     before = table.create(spark, sample_frame(spark).repartition(3))
     expected = fingerprint(table.read_files(spark, before.files, before))
-    first, _ = _staged_rewrite(spark, table, before)
-    second, second_staged = _staged_rewrite(spark, table, before)
+    first, _ = _staged_rewrite(spark, table, before, run_id="first")
+    second, second_staged = _staged_rewrite(spark, table, before, run_id="second")
 
     committer = committer_for(table, spark)
     committer.rewrite(first)

@@ -1,0 +1,198 @@
+"""Delta's own engine in the session's JVM (py4j): its reader and its file writer for one table.
+
+Where a table's features make a plain Parquet reader or writer wrong (`optimizer.table.protocol`),
+deltaopt lets Delta do what Delta's own OPTIMIZE does (delta-io/delta ``OptimizeTableCommand.scala``,
+``runOptimizeBinJob``) while it keeps deciding row order and file boundaries:
+
+* **read** a set of files with ``DeltaLog.createDataFrame(snapshot, files)``: deletion vectors applied,
+  logical column names, widened types; for a rewrite ``RowTracking.preserveRowTrackingColumns`` adds
+  each row's row id and row commit version as the table's materialised columns;
+* **write** a frame with ``OptimisticTransaction.writeFiles(frame, options, isOptimize=true)``: physical
+  names and field ids, materialised row-tracking columns, Delta's statistics keyed as Delta keys them.
+
+Databricks Runtime ships the same classes under ``com.databricks.sql.transaction.tahoe``; both
+prefixes are looked up. Spark Connect sessions have no JVM gateway and so no Delta engine here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from optimizer import errors
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from optimizer.table.access import DataFile
+
+# where the Delta engine's classes live: open source Delta, then Databricks Runtime
+PACKAGES = ("org.apache.spark.sql.delta", "com.databricks.sql.transaction.tahoe")
+
+
+def delta_classes(spark: SparkSession | None) -> str | None:
+    """The package holding ``DeltaLog`` in `spark`'s JVM, or None (no JVM gateway, or no Delta engine)."""
+    jvm = getattr(spark, "_jvm", None) if spark is not None else None
+    if jvm is None:
+        return None
+    for package in PACKAGES:
+        try:
+            jvm.java.lang.Class.forName(
+                f"{package}.DeltaLog", False, jvm.java.lang.Thread.currentThread().getContextClassLoader()
+            )
+        except Exception:  # ClassNotFoundException arrives as a Py4JJavaError
+            continue
+        return package
+    return None
+
+
+def gateway(spark: SparkSession) -> Any:
+    """The py4j view of the driver JVM (a classic session's; Spark Connect has none)."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        raise errors.TableAccessError("this Spark session has no JVM gateway (Spark Connect): no Delta engine")
+    return jvm
+
+
+def jvm_package(jvm: Any, package: str) -> Any:
+    node = jvm
+    for part in package.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def scala_seq(jvm: Any, items: Sequence[Any]) -> Any:
+    values = jvm.java.util.ArrayList()
+    for item in items:
+        values.add(item)
+    return jvm.org.apache.spark.api.python.PythonUtils.toSeq(values)
+
+
+def scala_map(jvm: Any, items: Mapping[str, str | None]) -> Any:
+    values = jvm.java.util.HashMap()
+    for key, value in items.items():
+        values.put(key, value)
+    return jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(values)
+
+
+def python_list(seq: Any) -> list[Any]:
+    """A Scala collection's elements."""
+    items = []
+    it = seq.iterator()
+    while it.hasNext():
+        items.append(it.next())
+    return items
+
+
+def encoded_path(spark: SparkSession, path: str) -> str:
+    """A decoded relative path as Delta writes it into the log (Hadoop ``Path.toUri``: ``%`` escaped)."""
+    if "://" in path:
+        return path
+    return str(gateway(spark).org.apache.hadoop.fs.Path(path).toUri().toString())
+
+
+def java_message(err: BaseException) -> str:
+    java = getattr(err, "java_exception", None)
+    if java is None:
+        return str(err).splitlines()[0] if str(err) else type(err).__name__
+    return f"{java.getClass().getSimpleName()}: {java.getMessage()}".splitlines()[0]
+
+
+def is_conflict(spark: SparkSession, err: BaseException) -> bool:
+    """Whether `err` is Delta's "a concurrent commit conflicts" (a java ConcurrentModificationException)."""
+    java = getattr(err, "java_exception", None)
+    if java is None:
+        return False
+    jvm = gateway(spark)
+    return bool(jvm.java.lang.Class.forName("java.util.ConcurrentModificationException").isInstance(java))
+
+
+class DeltaEngine:
+    """Delta's reader, writer and transactions for the table at `uri` (the URI Spark's file systems use)."""
+
+    def __init__(self, spark: SparkSession, uri: str) -> None:
+        package = delta_classes(spark)
+        if package is None:
+            raise errors.TableAccessError(f"the session has no Delta engine classes; cannot use Delta for {uri}")
+        self.spark = spark
+        self.uri = uri
+        self.jvm = gateway(spark)
+        self.package = package
+        self.delta = jvm_package(self.jvm, package)
+        self.none = self.jvm.scala.Option.empty()
+
+    def log(self) -> Any:
+        return self.delta.DeltaLog.forTable(self.spark._jsparkSession, self.uri)
+
+    def snapshot(self, version: int) -> Any:
+        return self.log().getSnapshotAt(version, self.none, self.none)
+
+    def latest(self) -> Any:
+        return self.log().update(False, self.none, self.none)
+
+    def add_files(self, snapshot: Any, files: Sequence[DataFile]) -> list[Any]:
+        """The snapshot's own AddFile actions for `files` (matched on the log's path and the size), in
+        order; raises `RewriteValidationError` naming those that are not active."""
+        from pyspark.sql import functions as F
+
+        wanted = {encoded_path(self.spark, unquote(f.path)) for f in files} | {f.path for f in files}
+        rows = snapshot.allFiles().filter(F.col("path").isin(sorted(wanted))._jc).collectAsList()
+        found = {str(a.path()): a for a in rows}
+        actions, missing = [], []
+        for f in files:
+            action = found.get(f.path) or found.get(encoded_path(self.spark, unquote(f.path)))
+            if action is None or int(action.size()) != f.size:
+                missing.append(f.path)
+            else:
+                actions.append(action)
+        if missing:
+            raise errors.RewriteValidationError(
+                f"files to remove are not active in {self.uri} at version {snapshot.version()}: {missing[:5]}"
+            )
+        return actions
+
+    def read(self, snapshot: Any, actions: Sequence[Any], *, preserve_row_tracking: bool = False) -> DataFrame:
+        """The rows of `actions` as Delta reads them (deletion vectors applied, logical names); with
+        `preserve_row_tracking`, plus the table's materialised row id and row commit version columns."""
+        from pyspark.sql import DataFrame
+
+        jdf = self.log().createDataFrame(
+            snapshot, scala_seq(self.jvm, list(actions)), False, self.jvm.scala.Some("Optimize")
+        )
+        if preserve_row_tracking:
+            jdf = self.delta.RowTracking.preserveRowTrackingColumns(jdf, snapshot)
+        return DataFrame(jdf, self.spark)
+
+    def write(self, frame: DataFrame, snapshot: Any, options: Mapping[str, str] | None = None) -> list[Any]:
+        """Write `frame` as the table's data files with Delta's writer (physical names, materialised row
+        tracking, partition directories, Delta's statistics); the AddFile actions, nothing committed."""
+        txn = self.log().startTransaction(self.none, self.jvm.scala.Some(snapshot))
+        kept = {k: v for k, v in (options or {}).items() if k.lower() == "compression"}
+        write_options = (
+            self.jvm.scala.Some(
+                self.delta.DeltaOptions(scala_map(self.jvm, kept), self.spark._jsparkSession.sessionState().conf())
+            )
+            if kept
+            else self.none
+        )
+        written = txn.writeFiles(frame._jdf, write_options, True, scala_seq(self.jvm, []))
+        actions = python_list(written)
+        strange = [a for a in actions if a.getClass().getSimpleName() != "AddFile"]
+        if strange:
+            raise errors.RewriteValidationError(
+                f"Delta's writer returned {strange[0].getClass().getSimpleName()} actions"
+            )
+        return actions
+
+    def clustering_columns(self) -> tuple[str, ...] | None:
+        """The table's liquid clustering keys as DESCRIBE DETAIL names them (None: not clustered)."""
+        from sqlglot import exp
+
+        table = exp.Table(this=exp.to_identifier(self.uri, quoted=True), db="delta").sql("spark")
+        try:
+            row = self.spark.sql(f"DESCRIBE DETAIL {table}").collect()[0].asDict()
+        except Exception:  # a session or table that cannot describe itself: the protocol alone decides
+            return None
+        columns = row.get("clusteringColumns")
+        return tuple(columns) if columns else None

@@ -1,0 +1,223 @@
+"""What deltaopt knows about a table's Delta features: the one place every reader and committer asks.
+
+A table's protocol (reader and writer features) and configuration decide three things:
+
+* **how its rows are read**: a plain Parquet reader is right only when the files hold every row and
+  every column under its logical name; deletion vectors, column mapping and type widening need Delta's
+  own reader (`needs_delta_reader`);
+* **how new files are written**: column mapping (physical names, field ids) and row tracking (row ids
+  and row commit versions materialised into the files) need Delta's own file writer
+  (`needs_delta_writer`);
+* **whether deltaopt may rewrite it at all** (`check_rewritable`): a feature it does not know, or one its
+  engine cannot honour, is refused before any work, in one line naming the feature.
+
+Facts on what Delta's own OPTIMIZE does per feature: docs/TABLE-FEATURES.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from optimizer.errors import UnsupportedTableError
+
+# Features Delta's engine (delta-spark 4.0, Databricks Runtime) reads and writes through the same reader,
+# file writer and transaction deltaopt drives: a rewrite through them keeps what the feature promises.
+ENGINE_FEATURES = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "columnMapping",
+        "identityColumns",
+        "deletionVectors",
+        "rowTracking",
+        "timestampNtz",
+        "domainMetadata",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+        "inCommitTimestamp",
+        "variantType",
+        "variantType-preview",
+        "checkpointProtection",
+        "allowColumnDefaults",
+        "clustering",
+        "icebergCompatV1",
+        "icebergCompatV2",
+    }
+)
+# Reader features whose files a plain Parquet reader still reads correctly (no Delta engine needed).
+PLAIN_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "variantType"})
+# Features whose rows only Delta's reader gets right.
+DELTA_READER_FEATURES = frozenset({"deletionVectors", "columnMapping", "typeWidening", "typeWidening-preview"})
+
+COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
+ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
+ROW_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
+CLUSTERING_DOMAIN = "delta.clustering"
+
+
+@dataclass(frozen=True)
+class TableFeatures:
+    """A table's protocol and the configuration that gives its features meaning."""
+
+    min_reader_version: int = 1
+    min_writer_version: int = 2
+    reader_features: frozenset[str] = frozenset()
+    writer_features: frozenset[str] = frozenset()
+    column_mapping: str = "none"  # none | name | id
+    row_tracking: bool = False  # row ids are assigned (the feature is supported; ids must survive rewrites)
+    clustering_columns: tuple[str, ...] | None = None  # liquid clustering keys (logical names), None: not clustered
+    logical_names: Mapping[str, str] = field(default_factory=dict)  # physical dotted path -> logical dotted path
+
+    @property
+    def all_features(self) -> frozenset[str]:
+        return self.reader_features | self.writer_features
+
+    @property
+    def deletion_vectors(self) -> bool:
+        return "deletionVectors" in self.all_features
+
+    @property
+    def clustered(self) -> bool:
+        return self.clustering_columns is not None or "clustering" in self.writer_features
+
+    @property
+    def needs_delta_reader(self) -> bool:
+        """Whether a plain Parquet reader would return wrong rows or names (deleted rows, physical names,
+        narrower stored types); legacy protocols (reader 2) carry column mapping without features."""
+        return bool(self.reader_features & DELTA_READER_FEATURES) or self.column_mapping != "none"
+
+    @property
+    def needs_delta_writer(self) -> bool:
+        """Whether files must be written by Delta's writer: physical names and field ids, materialised
+        row ids and row commit versions."""
+        return self.column_mapping != "none" or self.row_tracking
+
+    def unknown(self) -> list[str]:
+        """Features no Delta engine deltaopt drives is known to honour through a rewrite."""
+        return sorted(self.all_features - ENGINE_FEATURES)
+
+    def summary(self) -> str:
+        """One line for `table info` and decisions: the features that change how deltaopt works."""
+        named = sorted(self.all_features)
+        parts = [", ".join(named) if named else f"protocol {self.min_reader_version}/{self.min_writer_version}"]
+        if self.column_mapping != "none":
+            parts.append(f"column mapping by {self.column_mapping}")
+        if self.clustering_columns is not None:
+            parts.append(f"clustered by ({', '.join(self.clustering_columns)})")
+        return "; ".join(parts)
+
+
+def table_features(
+    min_reader_version: int,
+    min_writer_version: int,
+    reader_features: Any,
+    writer_features: Any,
+    configuration: Mapping[str, str | None],
+    schema_json: str,
+    clustering_columns: tuple[str, ...] | None = None,
+) -> TableFeatures:
+    """`TableFeatures` from a protocol, configuration and schema as any Delta library returns them."""
+    readers = frozenset(reader_features or ())
+    writers = frozenset(writer_features or ())
+    mapping = str(configuration.get(COLUMN_MAPPING_MODE) or "none").lower()
+    tracked = "rowTracking" in writers and str(configuration.get("delta.enableRowTracking", "")).lower() == "true"
+    return TableFeatures(
+        min_reader_version=int(min_reader_version),
+        min_writer_version=int(min_writer_version),
+        reader_features=readers,
+        writer_features=writers,
+        column_mapping=mapping,
+        row_tracking=tracked or ("rowTracking" in writers and _materialised(configuration)),
+        clustering_columns=clustering_columns,
+        logical_names=logical_names(schema_json) if mapping != "none" else {},
+    )
+
+
+def _materialised(configuration: Mapping[str, str | None]) -> bool:
+    """Row ids exist once the feature is on and the materialised column names are assigned, even while
+    ``delta.enableRowTracking`` is unset (a table can support the feature before enabling it)."""
+    return bool(configuration.get(ROW_ID_COLUMN)) and bool(configuration.get(ROW_VERSION_COLUMN))
+
+
+def logical_names(schema_json: str) -> dict[str, str]:
+    """Physical dotted leaf path -> logical dotted leaf path, for a column-mapped schema (statistics and
+    partition values in the log are keyed by physical names). Fields without a physical name keep theirs."""
+    schema = json.loads(schema_json)
+    found: dict[str, str] = {}
+
+    def visit(struct: Mapping[str, Any], physical: tuple[str, ...], logical: tuple[str, ...]) -> None:
+        for f in struct.get("fields", ()):
+            name = f["name"]
+            stored = (f.get("metadata") or {}).get(PHYSICAL_NAME) or name
+            path, names = (*physical, stored), (*logical, name)
+            kind = f.get("type")
+            if isinstance(kind, Mapping) and kind.get("type") == "struct":
+                visit(kind, path, names)
+            found[".".join(path)] = ".".join(names)
+
+    visit(schema, (), ())
+    return found
+
+
+def clustering_columns(domains: Mapping[str, str]) -> tuple[str, ...] | None:
+    """The liquid clustering keys from the ``delta.clustering`` domain's configuration (physical column
+    paths as lists of names), or None when the table has no such domain."""
+    text = domains.get(CLUSTERING_DOMAIN)
+    if text is None:
+        return None
+    try:
+        columns = json.loads(text).get("clusteringColumns") or []
+    except (ValueError, AttributeError):
+        return ()
+    return tuple(".".join(c) if isinstance(c, list) else str(c) for c in columns)
+
+
+def check_readable(features: TableFeatures, uri: str, *, delta_engine: bool) -> None:
+    """Refuse to read rows of a table whose rows only Delta's reader gets right when there is none."""
+    if features.needs_delta_reader and not delta_engine:
+        what = ", ".join(sorted(features.reader_features & DELTA_READER_FEATURES)) or (
+            f"column mapping ({features.column_mapping})"
+        )
+        raise UnsupportedTableError(
+            f"{uri} uses {what}: only Delta's own reader returns its rows, and this session has no Delta engine "
+            "(start it with the Delta jars: `make install`, spark.delta: on); nothing was read"
+        )
+
+
+def check_rewritable(features: TableFeatures, uri: str, *, delta_engine: bool) -> None:
+    """Refuse, before any work, a rewrite deltaopt cannot make keep every feature's promise."""
+    unknown = features.unknown()
+    if unknown:
+        raise UnsupportedTableError(
+            f"{uri} uses table feature(s) {', '.join(unknown)} that deltaopt does not know; it leaves the table "
+            "alone (nothing was read or written)"
+        )
+    if features.clustered:
+        keys = ", ".join(features.clustering_columns or ()) or "its keys"
+        raise UnsupportedTableError(
+            f"{uri} is liquid-clustered by ({keys}): Delta's OPTIMIZE re-clusters it by those keys and would undo "
+            "a deltaopt Z-order, so deltaopt does not rewrite it (set the keys with ALTER TABLE ... CLUSTER BY "
+            "and run OPTIMIZE; nothing was read or written)"
+        )
+    if delta_engine:
+        return
+    needs = sorted(
+        (features.reader_features & DELTA_READER_FEATURES) | ({"rowTracking"} if features.row_tracking else set())
+    )
+    if features.column_mapping != "none" and "columnMapping" not in needs:
+        needs.append("columnMapping")
+    if needs:
+        raise UnsupportedTableError(
+            f"{uri} uses {', '.join(needs)}: a rewrite must go through Delta's own reader, writer and "
+            "transaction, and this session has no Delta engine (spark.commit: delta-rs, Spark Connect, or no "
+            "Delta jars); nothing was read or written"
+        )
