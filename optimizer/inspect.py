@@ -47,6 +47,7 @@ class TableInfo:
     current_features: Mapping[str, Any] | None = None  # of the latest deltaopt run
     current_bytes: int = 0  # bytes laid out under those features
     health: tuple[ColumnHealth, ...] = field(default_factory=tuple)  # per clustering key and frequent filter column
+    table_features: str = ""  # the protocol's features, as `TableFeatures.summary` names them
 
     @property
     def unclustered_bytes(self) -> int:
@@ -87,6 +88,7 @@ def table_info(table: TableAccess, columns: Sequence[str] = (), log_uri: str | N
         current_features=current,
         current_bytes=sum(g.bytes for g in groups if g.key == layout_key(current)),
         health=layout_health(snapshot.files, [*keys, *frequent, *(c.lower() for c in columns)]),
+        table_features=snapshot.features.summary(),
     )
 
 
@@ -135,6 +137,7 @@ def render(info: TableInfo) -> str:
         f"files       {info.files}, {human_bytes(info.bytes)}, "
         f"{'?' if info.records is None else f'{info.records:,}'} records",
         f"partitions  {', '.join(info.partition_columns) or 'none'}",
+        f"features    {info.table_features or 'none'}",
         "file sizes  " + "  ".join(f"{label}: {count}" for label, count in info.size_histogram.items()),
         f"clustered   {info.clustered_files} files, {human_bytes(info.clustered_bytes)} ({share:.0%}) "
         f"by deltaopt; unclustered {human_bytes(info.unclustered_bytes)}",

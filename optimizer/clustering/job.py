@@ -117,13 +117,11 @@ def optimize(
     `stats_for_keys`, clustering keys without min/max statistics get them first (`table.key_stats`).
 
     Raises `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing
-    committed), `TableAccessError`. Delta's own transaction commits where `spark` has the Delta engine,
-    else delta-rs (`optimizer.table.committer`)."""
+    committed), `TableAccessError`. Delta's transaction commits where `spark` has Delta's engine."""
     started = time.perf_counter()
     committer = committer_for(table, spark)
     committer.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
-    snapshot = snapshot or table.snapshot()
-    # a table feature the rewrite could not honour is refused now, in one line, before anything is read
+    snapshot = snapshot or table.snapshot()  # a feature the rewrite cannot honour: refused before any work
     check_rewritable(snapshot.features, table.uri, delta_engine=committer.engine == "delta-spark")
     run_id = run_id or uuid.uuid4().hex[:16]
     properties = indexing_properties(snapshot, key_columns(features)) if stats_for_keys else {}
@@ -280,7 +278,8 @@ def _write_verified(
             progress(f"joined ranges recorded for {len(joined)} of {len(staged)} file(s)")
             extended_by_path = {p: replace(x, joined=joined.get(p, ())) for p, x in extended_by_path.items()}
         by_path = {f.path: (f.size, extended_by_path[f.path]) for f in staged}
-        write_index(table, run_id, by_path, features.as_dict(), key_types=spec.key_types)
+        names = {logical: physical for physical, logical in snapshot.features.logical_names.items()}
+        write_index(table, run_id, by_path, features.as_dict(), key_types=spec.key_types, columns=names)
     except Exception:
         table.discard(staged)
         raise

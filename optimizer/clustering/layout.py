@@ -44,8 +44,8 @@ class Layout:
     partitions: tuple[SopPartition, ...]
     dimensions: tuple[Dimension, ...]
     fingerprints: Fingerprints  # from pass 1; empty when `observed` carries them
-    labels: Mapping[str, str] = field(default_factory=dict)  # helper dimension column -> what it stands for
     observed: tuple[Observation, DataFrame, tuple[str, ...]] | None = None  # (observation, input, data columns)
+    labels: Mapping[str, str] = field(default_factory=dict)  # helper dimension column -> what it stands for
 
     def input_fingerprints(self) -> Fingerprints:
         """The input's fingerprint per partition group; an observed one exists only once `frame` was
@@ -94,13 +94,12 @@ def cluster_frame(
 ) -> Layout:
     """Steps C1-C3 on `frame` (the rows to lay out). `data_names` are the columns stored in files (the
     fingerprint covers them); the frame keeps its columns in the same order. `order_ids=False` numbers
-    SOP partitions in clustering order instead of C2's (for measuring what C2 buys). A layout that is
-    never written (the estimator's virtual files) needs no `fingerprint` (its hashes are then zero)
-    and may ask for each row's file index in `file_column` instead of rows moved into their files.
-    `boundary_rows` rows are sampled to the driver for the Z ranges and file boundaries. `known_rows`
-    (the log's count) lets a layout without SOP features of an unpartitioned table skip pass 1.
-    Joined features' attributes are looked up into helper columns (`clustering.joined`) unless `frame`
-    has them already; those added here are dropped from the laid-out frame."""
+    SOP partitions in clustering order instead of C2's (for measuring what C2 buys). A layout never
+    written (the estimator's virtual files) needs no `fingerprint` and may ask for each row's file index
+    in `file_column` instead of rows moved into their files. `boundary_rows` rows are sampled for the Z
+    ranges and file boundaries; `known_rows` (the log's count) lets a layout without SOP features of an
+    unpartitioned table skip pass 1. Joined features' attributes are looked up into helper columns
+    (`clustering.joined`) unless `frame` has them; those added here are dropped from the result."""
     predicates = [f.predicate for f in features.sop]
     helpers = Helpers.avoiding(frame.columns)
     frame, added = with_joined(frame, features.joined)
@@ -108,9 +107,15 @@ def cluster_frame(
         progress(f"joined: {', '.join(added)} looked up from the dimension(s)")
     if fingerprint and known_rows and not predicates and not partition_columns:
         layout = _observed_layout(
-            frame, features, data_names, known_rows, files, progress=progress, boundary_rows=boundary_rows,
+            frame,
+            features,
+            data_names,
+            known_rows,
+            files,
             helpers=helpers,
-        )  # fmt: skip
+            progress=progress,
+            boundary_rows=boundary_rows,
+        )
         return replace(layout, frame=layout.frame.drop(*added))
     if predicates:
         frame = frame.withColumn(helpers.sop_vec, sop_vector(predicates))
@@ -124,21 +129,14 @@ def cluster_frame(
         frame, ordered = _number_sop_partitions(frame, features, vectors, rows_per_file, order_ids, helpers)
         progress(f"SOP: {len(ordered)} partitions ordered by the MST walk of their bit vectors")
     laid_out, dimensions = _zorder_features(
-        frame,
-        features,
-        files,
-        partition_columns,
-        rows=rows,
-        sop_id=bool(predicates),
-        file_column=file_column,
-        boundary_rows=boundary_rows,
-        helpers=helpers,
-    )
-    progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
-    return Layout(
-        laid_out.drop(*added), files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints,
-        labels=_labels(features, helpers),
+        frame, features, files, partition_columns, rows=rows, sop_id=bool(predicates), file_column=file_column,
+        boundary_rows=boundary_rows, helpers=helpers,
     )  # fmt: skip
+    progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
+    labels = _labels(features, helpers)
+    return Layout(
+        laid_out.drop(*added), files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints, None, labels
+    )
 
 
 def _labels(features: FeatureSet, helpers: Helpers) -> dict[str, str]:
@@ -157,9 +155,9 @@ def _observed_layout(
     rows: int,
     files: int,
     *,
+    helpers: Helpers,
     progress: Progress,
     boundary_rows: int,
-    helpers: Helpers,
 ) -> Layout:
     """C3 alone, the input's fingerprint observed on the rows entering the shuffle (not on the Z
     sample's job, which reads them too). A task or stage that Spark re-runs may count its rows twice:

@@ -163,21 +163,19 @@ def zorder(
     With `file_column`, rows are not moved: each gets its file's index in that column instead (what
     the estimator's virtual files aggregate by, without a shuffle into as many partitions as files).
     `observe` wraps the frame the shuffle reads (after the sample's job, which reads it too).
-    """
+    `helpers` names the columns added for a while (default: a prefix no column of `frame` starts with)."""
     from pyspark.sql import functions as F
 
-    files = max(files, 1)
-    names = helpers or Helpers.avoiding(frame.columns)
+    files, names = max(files, 1), helpers or Helpers.avoiding(frame.columns)
+    every = hashable_columns([frame.schema[c] for c in frame.columns])
     if not columns and not leading:
         if file_column is not None:
-            every = hashable_columns([frame.schema[c] for c in frame.columns])
             return frame.withColumn(file_column, F.pmod(F.xxhash64(*every), F.lit(files))), []
         return (observe(frame) if observe else frame).repartition(files), []
     added = [names.tie] if len(columns) == 1 else []
     if added:
         # a deterministic tie-breaker lets a value shared by many rows (a SOP id, a low-cardinality
         # column) be split into target-size files; a random one could move rows on task retries
-        every = hashable_columns([frame.schema[c] for c in frame.columns])
         frame = frame.withColumn(names.tie, F.xxhash64(*every))
     values = _sample(frame, [*leading, *columns, *added], rows, max(sample_rows, 100 * files), seed)
     ranges = ranges_for(files, len(columns))

@@ -239,7 +239,7 @@ def workload_replay(
     """The replay of `records` on `files` as they are now. Files already laid out with joined features
     keep their joined ranges for deltaopt's readers, at the current versions of the dimensions
     `locations` ({table name: URI}) name, as a scan now would."""
-    sizes = {f.path: column_sizes(table, f) or {} for f in files}
+    sizes = {f.path: column_sizes(table, f, snapshot.features.logical_names) or {} for f in files}
     helpers = joined_helpers(records, locations or {})
     versions = dimension_versions(location for _, location, _ in helpers)
     current = [with_joined_ranges(s, helpers) for s in table_file_stats(table, snapshot, files, index, versions)]

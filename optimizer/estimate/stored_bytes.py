@@ -99,7 +99,8 @@ def _compaction(
         size += data_file.size
         if rows >= rows_out or size >= COMPACTION_BYTES:
             break
-    now = total_sizes(sizes for f in run if (sizes := column_sizes(table, f)) is not None)
+    names = snapshot.features.logical_names
+    now = total_sizes(sizes for f in run if (sizes := column_sizes(table, f, names)) is not None)
     frame = table.read_files(sample.sparkSession, run, snapshot)
     if size > COMPACTION_BYTES and rows:
         # A run past the cap (one large file, typically) is measured on a leading share of its rows:

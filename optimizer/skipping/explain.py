@@ -24,7 +24,7 @@ from optimizer.skipping.pruning import Predicate, column_names_of, might_match, 
 from optimizer.skipping.scan import column_sizes, table_file_stats
 
 if TYPE_CHECKING:
-    from optimizer.table.access import DataFile, TableAccess
+    from optimizer.table.access import DataFile, Snapshot, TableAccess
 
 STAGES = ("partition values", "column min/max", "expression min/max", "SOP bits", "key sets", "joined ranges")
 
@@ -82,8 +82,8 @@ def explain(
         predicate=predicate.sql,
         total_files=len(snapshot.files),
         total_bytes=snapshot.total_bytes,
-        standard=_reads(table, [f for f in snapshot.files if f.path in kept_by_stage[1]], wanted),
-        deltaopt=_reads(table, [f for f in snapshot.files if f.path in kept_before], wanted),
+        standard=_reads(table, snapshot, [f for f in snapshot.files if f.path in kept_by_stage[1]], wanted),
+        deltaopt=_reads(table, snapshot, [f for f in snapshot.files if f.path in kept_before], wanted),
         skipped_by=skipped_by,
     )
 
@@ -94,10 +94,11 @@ def _wanted(columns: Sequence[str] | None, predicate: Predicate) -> set[str] | N
     return {c.lower() for c in columns} | set(column_names_of(predicate))
 
 
-def _reads(table: TableAccess, files: Sequence[DataFile], wanted: set[str] | None) -> Reads:
+def _reads(table: TableAccess, snapshot: Snapshot, files: Sequence[DataFile], wanted: set[str] | None) -> Reads:
     column_bytes: int | None = None
     if wanted is not None:
-        sizes: list[Mapping[str, int] | None] = [column_sizes(table, f) for f in files]
+        names = snapshot.features.logical_names
+        sizes: list[Mapping[str, int] | None] = [column_sizes(table, f, names) for f in files]
         if all(s is not None for s in sizes):
             column_bytes = sum(v for s in sizes if s for c, v in s.items() if c.split(".")[0] in wanted)
     return Reads(len(files), sum(f.size for f in files), column_bytes)

@@ -252,9 +252,12 @@ def write_index(
     files: Mapping[str, tuple[int, ExtendedStats]],
     features: Mapping[str, Any] | None = None,
     key_types: Mapping[str, str] | None = None,
+    columns: Mapping[str, str] | None = None,
 ) -> str:
     """Write the sidecar for one run (before its commit), with the feature set the run clustered on
-    and the files' key sets (`key_types`: {key column: type}). Returns the index file path."""
+    and the files' key sets (`key_types`: {key column: type}). Under column mapping, `columns` is the
+    table's {logical name: physical name} as the run saw it: a later RENAME or DROP makes the names in
+    these statistics mean other data, so reading checks it (`_read_index`). Returns the index file path."""
     fs, root = table.filesystem()
     directory = f"{root}/{INDEX_DIR}"
     fs.create_dir(directory, recursive=True)
@@ -262,6 +265,7 @@ def write_index(
         "v": FORMAT_VERSION,
         "run": run_id,
         "features": dict(features or {}),
+        **({"columns": dict(columns)} if columns else {}),
         "files": {
             path: {"size": size, "stats": to_json(stats, key_types, sidecar=True)}
             for path, (size, stats) in files.items()
@@ -320,11 +324,25 @@ def _read_index(
             continue
         if isinstance(document.get("features"), Mapping) and document["features"]:
             runs[str(document.get("run"))] = document["features"]
+        renamed = _names_moved(document.get("columns"), snapshot)
         for path, entry in entries.items():
             if active.get(path) != entry.get("size"):
                 continue  # not active in this snapshot, or not the same file: stale
             try:
-                found[path] = from_json(entry["stats"])
+                stats = from_json(entry["stats"])
+                # columns renamed or dropped since the run: its names now mean other data; the file stays
+                # clustered by that run (not rewritten again for it) but its statistics skip nothing
+                found[path] = ExtendedStats(stats.run_id) if renamed else stats
             except (ValueError, KeyError, TypeError) as err:
                 log.warning("ignoring malformed extended stats of %s: %s", path, err)
     return found, runs
+
+
+def _names_moved(recorded: Any, snapshot: Snapshot) -> bool:
+    """Whether a logical name the run saw now maps to another physical column, or none (column mapping:
+    RENAME, DROP). An index written before the table mapped names: a table upgraded to column mapping
+    keeps physical names equal to the old logical ones, so its names hold while no column is renamed."""
+    current = {logical: physical for physical, logical in snapshot.features.logical_names.items()}
+    if not isinstance(recorded, Mapping):
+        return any(logical != physical for logical, physical in current.items())
+    return any(current.get(str(logical)) != physical for logical, physical in recorded.items())

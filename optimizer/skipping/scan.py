@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 
@@ -78,7 +79,8 @@ def plan_scan(
     keep = {s.path for s in stats if might_match(prepared, s) and joined.may_join(s)}
     kept = tuple(f for f in snapshot.files if f.path in keep)
     wanted = _columns_read(prepared, columns)
-    sizes = {f.path: column_sizes(table, f) for f in snapshot.files} if wanted is not None else {}
+    names = snapshot.features.logical_names
+    sizes = {f.path: column_sizes(table, f, names) for f in snapshot.files} if wanted is not None else {}
     return ScanPlan(
         predicate=prepared.sql,
         files=kept,
@@ -111,9 +113,17 @@ def _sum_columns(
     return total
 
 
-def column_sizes(table: TableAccess, data_file: DataFile) -> Mapping[str, int] | None:
-    """Compressed bytes per top-level column of a data file, from its Parquet footer."""
-    return _footer_sizes(table.uri, data_file.path, data_file.size, tuple(sorted(table.storage_options.items())))
+def column_sizes(
+    table: TableAccess, data_file: DataFile, names: Mapping[str, str] | None = None
+) -> Mapping[str, int] | None:
+    """Compressed bytes per top-level column of a data file, from its Parquet footer, keyed by logical
+    name (`names`: physical -> logical, `Snapshot.features.logical_names`, under column mapping; a
+    physical column no logical one maps to, a dropped column's, is left out)."""
+    sizes = _footer_sizes(table.uri, data_file.path, data_file.size, tuple(sorted(table.storage_options.items())))
+    if sizes is None or not names:
+        return sizes
+    top = {physical.lower(): logical.lower() for physical, logical in names.items() if "." not in physical}
+    return {top[c]: size for c, size in sizes.items() if c in top}
 
 
 @lru_cache(maxsize=65536)
@@ -123,8 +133,8 @@ def _footer_sizes(uri: str, path: str, size: int, options: tuple[tuple[str, str]
 
     table = open_table(uri, dict(options))
     fs, root = table.filesystem()
-    try:
-        metadata = pq.ParquetFile(fs.open_input_file(f"{root}/{path}")).metadata
+    try:  # the log's path is URL-encoded; storage has it decoded
+        metadata = pq.ParquetFile(fs.open_input_file(f"{root}/{unquote(path)}")).metadata
     except (OSError, ValueError):
         return None
     return metadata_sizes(metadata)

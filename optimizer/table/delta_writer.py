@@ -31,6 +31,7 @@ def stage_with_delta(
     table: TableAccess,
     df: DataFrame,
     snapshot: Snapshot,
+    *,
     extra_aggregates: Mapping[str, Column] | None,
     extended_stats: StatsCallback | None,
     options: Mapping[str, str] | None,

@@ -17,7 +17,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
@@ -27,11 +26,10 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction, cre
 from optimizer import errors
 from optimizer.table.access import CUSTOM_METADATA_KEY, Commit, DataFile, Snapshot, StagedFile, StatsCallback
 from optimizer.table.commit_safety import check_commit_safety
-from optimizer.table.delta_engine import DeltaEngine, delta_classes
 from optimizer.table.delta_writer import stage_with_delta
-from optimizer.table.deltars_log import commit_entry, data_files
+from optimizer.table.deltars_log import commit_entry, data_files, table_features_of
 from optimizer.table.footer_stats import FOOTER_ROWS, footer_indices, footer_stats
-from optimizer.table.protocol import TableFeatures, check_readable, table_features
+from optimizer.table.reading import read_rows
 from optimizer.table.rewrite import check_rewrite, check_staged, outcome_after_failure
 from optimizer.table.staging import absolute_local, check_schema, partition_values, row_for
 from optimizer.table.stats import StatsColumn, collect_file_stats, data_columns, delta_stats_json, stats_columns
@@ -81,7 +79,7 @@ class DeltaRsTable:
         Reading the log needs no Delta engine; reading rows may (`read_files`)."""
         table = self._open(version)
         metadata = table.metadata()
-        features = self._features(table)
+        features = table_features_of(table)
         return Snapshot(
             uri=self.uri,
             version=table.version(),
@@ -90,17 +88,6 @@ class DeltaRsTable:
             files=tuple(data_files(table, features.logical_names)),
             configuration=dict(metadata.configuration),
             features=features,
-        )
-
-    def _features(self, table: DeltaTable) -> TableFeatures:
-        protocol = table.protocol()
-        return table_features(
-            protocol.min_reader_version,
-            protocol.min_writer_version,
-            protocol.reader_features,
-            protocol.writer_features,
-            table.metadata().configuration,
-            table.schema().to_json(),
         )
 
     def history(self, since_version: int = 0) -> list[Commit]:
@@ -126,42 +113,9 @@ class DeltaRsTable:
     def read_files(
         self, spark: SparkSession, files: Sequence[DataFile], snapshot: Snapshot, *, for_rewrite: bool = False
     ) -> DataFrame:
-        """The rows of `files`, with the table's schema (partition columns restored from the log).
-
-        Tables whose rows only Delta's reader gets right (deletion vectors, column mapping, type widening)
-        are read through Delta's engine, as is every rewrite of a table with row tracking (`for_rewrite`:
-        each row then carries its row id and row commit version in the table's materialised columns)."""
-        from pyspark.sql import functions as F
-
-        features = snapshot.features
-        delta_engine = delta_classes(spark) is not None
-        check_readable(features, self.uri, delta_engine=delta_engine)
-        schema = snapshot.spark_schema()
-        if not files:
-            return spark.createDataFrame([], schema)
-        if features.needs_delta_reader or (for_rewrite and features.row_tracking):
-            engine = DeltaEngine(spark, self.spark_uri(""))
-            at = engine.snapshot(snapshot.version)
-            return engine.read(
-                at, engine.add_files(at, files), preserve_row_tracking=for_rewrite and features.row_tracking
-            )
-        stored = data_columns(schema, snapshot.partition_columns)
-        if not snapshot.partition_columns:
-            return spark.read.schema(stored).parquet(*[self.spark_uri(unquote(f.path)) for f in files])
-        groups: dict[tuple[tuple[str, str | None], ...], list[DataFile]] = {}
-        for f in files:
-            key = tuple((c, f.partition_values.get(c)) for c in snapshot.partition_columns)
-            groups.setdefault(key, []).append(f)
-        frames = []
-        for key, members in groups.items():
-            frame = spark.read.schema(stored).parquet(*[self.spark_uri(unquote(f.path)) for f in members])
-            for column, value in key:
-                frame = frame.withColumn(column, F.lit(value).cast(schema[column].dataType))
-            frames.append(frame.select(*[F.col(f"`{name}`") for name in schema.names]))
-        result = frames[0]
-        for frame in frames[1:]:
-            result = result.unionByName(frame)
-        return result
+        """The rows of `files` with the table's schema (`optimizer.table.reading.read_rows`: Delta's reader
+        where the table's features need it)."""
+        return read_rows(self, spark, files, snapshot, for_rewrite=for_rewrite)
 
     # ---- writing -------------------------------------------------------------------------------
 
@@ -185,7 +139,15 @@ class DeltaRsTable:
         """
         schema = snapshot.spark_schema()
         if snapshot.features.needs_delta_writer:  # physical names, materialised row tracking: Delta writes
-            return stage_with_delta(spark, self, df, snapshot, extra_aggregates, extended_stats, options)
+            return stage_with_delta(
+                spark,
+                self,
+                df,
+                snapshot,
+                extra_aggregates=extra_aggregates,
+                extended_stats=extended_stats,
+                options=options,
+            )
         check_schema(df.schema, schema, self.uri)
         directory = f"{purpose}-{uuid.uuid4().hex[:16]}"
         writer = df.select(*[f"`{n}`" for n in schema.names]).write.mode("error")  # Connect knows this spelling

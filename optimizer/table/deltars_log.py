@@ -11,6 +11,20 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from optimizer.table.access import Commit, DataFile
+from optimizer.table.protocol import TableFeatures, table_features
+
+
+def table_features_of(table: DeltaTable) -> TableFeatures:
+    """The table's protocol and the configuration that gives its features meaning."""
+    protocol = table.protocol()
+    return table_features(
+        protocol.min_reader_version,
+        protocol.min_writer_version,
+        protocol.reader_features,
+        protocol.writer_features,
+        configuration=table.metadata().configuration,
+        schema_json=table.schema().to_json(),
+    )
 
 
 def data_files(table: DeltaTable, logical_names: Mapping[str, str] | None = None) -> list[DataFile]:

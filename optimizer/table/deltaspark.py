@@ -41,6 +41,7 @@ from optimizer.table.delta_engine import (
     DeltaEngine,
     delta_classes,
     encoded_path,
+    gateway,
     is_conflict,
     java_message,
     scala_map,
@@ -83,13 +84,17 @@ class DeltaSparkCommitter:
         version when the run's commit is there (a post-commit hook failed), else the files go; if the log
         cannot be read, they stay (`CommitOutcomeUnknownError`)."""
         check_rewrite(self.table, request.remove, request.add)
-        engine = DeltaEngine(self.spark, self.table.spark_uri("").rstrip("/"))
-        snapshot = engine.snapshot(request.read_version)
-        try:
+        try:  # nothing can have committed yet: what was staged goes on any failure
+            engine = DeltaEngine(self.spark, self.table.spark_uri("").rstrip("/"))
+            snapshot = engine.snapshot(request.read_version)
             read = engine.add_files(snapshot, request.remove)
-        except errors.DeltaOptError:
+        except Exception as err:
             self.table.discard(request.add)
-            raise
+            if isinstance(err, errors.DeltaOptError):
+                raise
+            raise errors.TableAccessError(
+                f"cannot read {self.table.uri} at version {request.read_version}: {java_message(err)}"
+            ) from err
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:
                 return self._commit(engine, snapshot, read, request, before_commit)
@@ -217,7 +222,7 @@ class DeltaSparkCommitter:
 
     def _metrics(self, request: RewriteRequest, read: list[Any]) -> Any:
         """OPTIMIZE's operation metrics (DeltaOperationMetrics.OPTIMIZE), as Delta's own OPTIMIZE sets them."""
-        jvm = self.spark._jvm
+        jvm = gateway(self.spark)
         sizes = sorted(f.size for f in request.add) or [0]
 
         def at(share: float) -> int:

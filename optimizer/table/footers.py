@@ -14,6 +14,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -35,7 +36,7 @@ def file_codec(table: TableAccess, data_file: DataFile) -> str | None:
     """The codec of `data_file`'s first column chunk (e.g. ``"SNAPPY"``), None if unreadable."""
     fs, root = table.filesystem()
     try:
-        metadata = pq.ParquetFile(fs.open_input_file(f"{root}/{data_file.path}")).metadata
+        metadata = pq.ParquetFile(fs.open_input_file(f"{root}/{unquote(data_file.path)}")).metadata
     except (OSError, ValueError):
         return None
     if metadata.num_row_groups == 0 or metadata.row_group(0).num_columns == 0:

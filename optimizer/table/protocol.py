@@ -121,6 +121,7 @@ def table_features(
     min_writer_version: int,
     reader_features: Any,
     writer_features: Any,
+    *,
     configuration: Mapping[str, str | None],
     schema_json: str,
     clustering_columns: tuple[str, ...] | None = None,

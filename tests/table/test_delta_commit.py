@@ -306,8 +306,10 @@ def test_delta_log_stores_safe_for_one_driver_only_are_refused(uri):
         delta_commit_safety(uri, "org.apache.spark.sql.delta", lambda _key, default: default)
 
 
-def test_tables_with_row_tracking_are_left_alone(delta_spark, tmp_path):
-    """Row ids are part of a row's identity for Delta's readers: a rewrite must not renumber them."""
+def test_a_row_tracking_rewrite_whose_rows_lack_their_ids_is_refused(delta_spark, tmp_path):
+    """Row ids are part of a row's identity for Delta's readers: rows read without them (not read for a
+    rewrite) are refused before anything is written (the job reads them `for_rewrite`:
+    tests/table/test_table_features.py)."""
     spark = delta_spark
     path = str(tmp_path / "tracked")
     sample_frame(spark, 50).createOrReplaceTempView("tracked_rows")
@@ -317,9 +319,9 @@ def test_tables_with_row_tracking_are_left_alone(delta_spark, tmp_path):
     )
     table = open_table(path)
     before = table.snapshot()
-    request, staged = _staged_rewrite(spark, table, before)
+    files_before = sorted(p.name for p in Path(path).rglob("*.parquet"))
 
-    with pytest.raises(errors.UnsupportedTableError, match="row tracking"):
-        committer_for(table, spark).rewrite(request)
+    with pytest.raises(errors.RewriteValidationError, match="row ids would change"):
+        _staged_rewrite(spark, table, before)
     assert table.snapshot().version == before.version
-    assert not any(os.path.exists(os.path.join(path, f.path)) for f in staged)
+    assert sorted(p.name for p in Path(path).rglob("*.parquet")) == files_before

@@ -117,3 +117,13 @@ def test_the_delta_rs_committer_sets_properties_in_one_commit(tmp_path):
     DeltaRsCommitter(table).set_properties({INDEXED_COLUMNS: "37"}, {"run_id": "r1"})
     assert table.snapshot().version == 1 and table.snapshot().configuration[INDEXED_COLUMNS] == "37"
     assert table.snapshot().num_records == 10
+
+
+def test_stats_columns_are_matched_case_insensitively_as_delta_matches_them():
+    """``'A,cc'`` on columns ``a`` and ``Cc`` already names both: nothing is appended (it was rewritten to
+    ``A,cc,cc`` and the new files carried no statistics for the key)."""
+    fields = [{"name": n, "type": "long", "nullable": True, "metadata": {}} for n in ("a", "Cc", "other")]
+    mixed = Snapshot("/t", 0, json.dumps({"type": "struct", "fields": fields}), (), (), {STATS_COLUMNS: "A,cc"})
+    assert unindexed(mixed, ["a", "cc"]) == []
+    assert indexing_properties(mixed, ["a", "cc"]) == {}
+    assert indexing_properties(mixed, ["other"]) == {STATS_COLUMNS: "A,cc,other"}

@@ -234,9 +234,13 @@ def test_missing_table_is_a_clear_error(tmp_path):
         table.snapshot()
 
 
-def test_tables_with_deletion_vectors_are_left_alone(tmp_path):
+def test_deletion_vector_tables_are_read_only_through_delta(tmp_path):
+    """The log of a table with deletion vectors reads (statistics, features) without any engine; its
+    rows only through Delta's reader: without one, reading them is refused in one line."""
     import pyarrow as pa
     from deltalake import write_deltalake
+
+    from optimizer.table.protocol import check_readable
 
     path = str(tmp_path / "dv")
     write_deltalake(
@@ -244,8 +248,13 @@ def test_tables_with_deletion_vectors_are_left_alone(tmp_path):
         pa.table({"x": [1, 2]}),
         configuration={"delta.enableDeletionVectors": "true"},
     )
-    with pytest.raises(errors.UnsupportedTableError, match="deletionVectors"):
-        open_table(path).snapshot()
+    snapshot = open_table(path).snapshot()
+    assert snapshot.features.deletion_vectors and snapshot.features.needs_delta_reader
+    assert snapshot.files[0].min_values == {"x": 1}
+    with pytest.raises(errors.UnsupportedTableError, match=r"deletionVectors.*no Delta engine") as refused:
+        check_readable(snapshot.features, path, delta_engine=False)
+    assert "\n" not in str(refused.value)
+    check_readable(snapshot.features, path, delta_engine=True)
 
 
 @pytest.mark.parametrize(

@@ -203,7 +203,9 @@ def test_features_needing_delta_are_refused_up_front_without_it(delta_spark, tmp
 def test_a_feature_deltaopt_does_not_know_is_refused_by_name():
     from optimizer.table.protocol import check_rewritable, table_features
 
-    features = table_features(3, 7, ["deletionVectors"], ["deletionVectors", "futureThing"], {}, '{"fields": []}')
+    features = table_features(
+        3, 7, ["deletionVectors"], ["deletionVectors", "futureThing"], configuration={}, schema_json='{"fields": []}'
+    )
     with pytest.raises(errors.UnsupportedTableError, match="futureThing"):
         check_rewritable(features, "/t", delta_engine=True)
 
@@ -266,3 +268,58 @@ def test_every_column_type_and_names_that_need_quoting(delta_spark, tmp_path: Pa
     )
     spark.sql(f"INSERT INTO delta.`{path}` SELECT * FROM delta.`{path}` WHERE id < 100")  # a second file
     _optimize_checked(spark, path, z=("`Mixed Case`", "id"), sop="`dot.ted` = 'v1'")
+
+
+def test_extended_statistics_of_renamed_columns_skip_nothing(delta_spark, tmp_path: Path):
+    """A run's extended statistics name columns as they were: after RENAME swaps two names they would
+    describe the other column, so the index drops them (the files stay clustered by that run)."""
+    from optimizer.skipping.extended import load_index
+
+    spark, path = delta_spark, str(tmp_path / "swapped")
+    _make(spark, path, {"delta.columnMapping.mode": "name"}, rows=600, files=3)
+    table = open_table(path)
+    snapshot = table.snapshot()
+    features = FeatureSet.from_dict({"z": ["k + 1", "id"], "sop": ["tag IN ('t1', 't2')"]})
+    optimize(spark, table, features, 16_000, files=snapshot.files, snapshot=snapshot)
+    laid_out = table.snapshot()
+    assert all(s.ranges or s.sop_bits for s in load_index(table, laid_out).values())
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN k TO k_old")
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN tag TO k")
+    renamed = table.snapshot()
+    index = load_index(table, renamed)
+    assert set(index) == {f.path for f in renamed.files}  # still clustered: not rewritten for the same run
+    assert all(not s.ranges and not s.sop_bits for s in index.values())
+
+
+def test_the_service_ticks_and_optimises_a_databricks_default_table(delta_spark, tmp_path: Path):
+    """The service's tick (analysis on a sample, the estimate, the job) on a table with deletion vectors,
+    column mapping, row tracking and in-commit timestamps, after a DELETE and a RENAME: it optimises
+    with logical names throughout, rows and row ids unchanged."""
+    from optimizer.config import load_config
+    from optimizer.service.record import Action
+    from optimizer.service.service import context
+    from optimizer.service.tick import tick
+    from tests.service.test_service import NOW, log_queries, write_config
+
+    spark, path = delta_spark, str(tmp_path / "events")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id BIGINT, y BIGINT, category STRING, pad STRING) USING delta "
+        f"TBLPROPERTIES ({_properties(DATABRICKS_DEFAULTS)})"
+    )
+    spark.range(20000).selectExpr(
+        "id", "(id * 7919) % 1000 y", "concat('c', id % 7) category", "sha2(cast(id as string), 256) pad"
+    ).repartition(6).write.format("delta").mode("append").save(path)
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 17 = 0")
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN y TO x")  # the workload filters on x
+    write_config(tmp_path, [{"name": "events", "path": path, "interval": 5}])
+    log_queries(path + "_querylog")
+    before_rows, before_ids = _state(spark, path, True)
+
+    ctx = context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark)
+    typed = tick(ctx.config.tables[0], ctx, NOW)
+
+    assert typed.action is Action.OPTIMIZE, typed.reason
+    assert typed.features["z"] == ["x"]
+    assert typed.job is not None and typed.job.outcome is not None
+    assert _state(spark, path, True) == (before_rows, before_ids)
+    assert open_table(path).history(0)[-1].operation == "OPTIMIZE"

@@ -1,0 +1,121 @@
+"""A rewrite's outcome is read from the log, never guessed: a commit that landed before something failed
+keeps its files; one that lost to a concurrent change is retried while its files are still there (as
+Delta's OPTIMIZE retries) and otherwise gives up having committed nothing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from optimizer import errors
+from optimizer.clustering.job import optimize
+from optimizer.features import FeatureSet
+from optimizer.table import open_table
+from optimizer.table.committer import RewriteRequest, commit_engine, committer_for
+from optimizer.table.fingerprint import fingerprint
+from optimizer.table.rewrite import outcome_after_failure
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def delta_spark(spark):
+    if commit_engine(spark) != "delta-spark":
+        pytest.fail("the test session has no Delta engine: `make install` caches the jars (optimizer.delta_jars)")
+    return spark
+
+
+def _table(spark, path: str, properties: str = "") -> None:
+    props = f"TBLPROPERTIES ({properties})" if properties else ""
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, k INT) USING delta {props}")
+    spark.range(600).selectExpr("id", "cast(id % 13 as int) k").repartition(4).write.format("delta").mode(
+        "append"
+    ).save(path)
+
+
+def _staged(spark, table, run_id: str):
+    snapshot = table.snapshot()
+    df = table.read_files(spark, snapshot.files, snapshot).coalesce(1)
+    staged = table.stage(spark, df, snapshot, "optimize")
+    return RewriteRequest(snapshot.version, snapshot.files, staged, {"operation": "OPTIMIZE", "runId": run_id}), staged
+
+
+def test_a_post_commit_hook_failure_keeps_the_committed_files(delta_spark, tmp_path: Path):
+    """Delta's symlink-manifest hook runs after the commit; a file where its directory should be makes it
+    fail (DELTA_POST_COMMIT_HOOK_FAILED). The rewrite is committed: its files stay, the run reports it."""
+    spark, path = delta_spark, str(tmp_path / "hooked")
+    _table(spark, path, "'delta.compatibility.symlinkFormatManifest.enabled' = 'true'")
+    expected = fingerprint(spark.read.format("delta").load(path))
+    blocker = Path(path) / "_symlink_format_manifest"
+    if blocker.is_dir():
+        for child in sorted(blocker.rglob("*"), reverse=True):
+            child.unlink() if child.is_file() else child.rmdir()
+        blocker.rmdir()
+    blocker.write_text("not a directory")  # the hook cannot write its manifest here
+
+    table = open_table(path)
+    before = table.snapshot()
+    result = optimize(
+        delta_spark, table, FeatureSet.from_dict({"z": ["k", "id"]}), 8_000, snapshot=before, files=before.files
+    )
+
+    assert result.version == before.version + 1
+    after = table.snapshot()
+    assert table.history(result.version)[-1].deltaopt["runId"] == result.run_id
+    assert all((Path(path) / f.path).exists() for f in after.files)  # nothing the log references was deleted
+    assert fingerprint(spark.read.format("delta").load(path)) == expected
+
+
+def test_a_lost_race_with_a_metadata_change_is_retried_while_the_files_are_there(delta_spark, tmp_path: Path):
+    spark, path = delta_spark, str(tmp_path / "retried")
+    _table(spark, path)
+    expected = fingerprint(spark.read.format("delta").load(path))
+    table = open_table(path)
+    request, staged = _staged(spark, table, "retry-1")
+    raced = []
+
+    def alter_once(_version: int) -> None:
+        if not raced:
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('team' = 'sales')")
+            raced.append(True)
+
+    version = committer_for(table, spark).rewrite(request, before_commit=alter_once)
+
+    assert version == 3  # v2 is the ALTER; the rewrite committed after it
+    assert table.history(3)[-1].deltaopt["runId"] == "retry-1"
+    assert [f.path for f in table.snapshot().files] == [f.path for f in staged]
+    assert fingerprint(spark.read.format("delta").load(path)) == expected
+
+
+def test_a_delete_racing_the_rewrite_makes_it_give_up_with_nothing_lost(delta_spark, tmp_path: Path):
+    """A DELETE that adds a deletion vector to a file being replaced: rewriting the file's old rows would
+    bring deleted rows back, so the rewrite gives up and deletes only what it staged."""
+    spark, path = delta_spark, str(tmp_path / "deleted")
+    _table(spark, path, "'delta.enableDeletionVectors' = 'true'")
+    table = open_table(path)
+    request, staged = _staged(spark, table, "raced-by-delete")
+
+    def delete(_version: int) -> None:
+        spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 7")
+
+    with pytest.raises(errors.CommitConflictError):
+        committer_for(table, spark).rewrite(request, before_commit=delete)
+
+    assert spark.read.format("delta").load(path).count() == 599
+    assert spark.read.format("delta").load(path).where("id = 7").count() == 0
+    assert not any(os.path.exists(os.path.join(path, f.path)) for f in staged)
+    assert all(not c.deltaopt for c in table.history(0))
+
+
+class _UnreadableLog:
+    uri = "/nowhere/table"
+
+    def history(self, since_version: int = 0):
+        raise errors.TableAccessError("the log store timed out")
+
+
+def test_an_outcome_the_log_cannot_tell_keeps_every_file():
+    with pytest.raises(errors.CommitOutcomeUnknownError, match="kept"):
+        outcome_after_failure(_UnreadableLog(), "run-1", 3, TimeoutError("commit timed out"))  # type: ignore[arg-type]
