@@ -284,7 +284,10 @@ def _write_verified(
         table.discard(staged)
         raise
     rows = sum(count for count, _, _ in expected.values())
-    return _Staged(staged, layout, written_with.as_dict(), cluster_seconds, write_seconds, rows)
+    output = written_with.as_dict()
+    if snapshot.features.needs_delta_writer:  # Delta's writer takes the codec only: its own row groups, level
+        output |= {"level": None, "row_group_bytes": None, "writer": "delta"}
+    return _Staged(staged, layout, output, cluster_seconds, write_seconds, rows)
 
 
 def _commit(

@@ -1,6 +1,6 @@
 """One tick for one table: a plain function the scheduler, ``--once`` and tests all call.
 
-    paused? ─► record "paused"
+    paused? ─► record "paused"; a table feature no rewrite may touch (liquid clustering)? ─► "skip", why
     settle a run the state says was in progress (committed: note it; else it died: retry later)
     tail the query log from the stored position
     estimate: enough unclustered bytes? features (benefit search)? cost vs benefit? ─► decision
@@ -30,7 +30,7 @@ from optimizer.analysis.context import TableContext
 from optimizer.catalog import table_locations
 from optimizer.clustering.groups import layout_key
 from optimizer.config import Config, TableSettings
-from optimizer.errors import KNOWN, CommitConflictError
+from optimizer.errors import KNOWN, CommitConflictError, UnsupportedTableError
 from optimizer.estimate.decision import estimate
 from optimizer.estimate.record import Decision
 from optimizer.features import FeatureSet
@@ -42,6 +42,7 @@ from optimizer.service.record import Action, JobRecord, TickRecord
 from optimizer.service.state import RunInProgress, StateStore, TableState
 from optimizer.table import open_table
 from optimizer.table.access import commit_of_run
+from optimizer.table.protocol import check_rewritable
 from querylog.store import QueryLogTable
 
 if TYPE_CHECKING:
@@ -140,6 +141,11 @@ def _tick(
 ) -> TableState:
     delta = open_table(table.path)
     state = _settle_run(delta, state, draft)
+    try:  # a table no rewrite may touch (liquid clustering, an unknown feature) costs no estimate
+        check_rewritable(delta.snapshot().features, table.path, delta_engine=True)
+    except UnsupportedTableError as refused:
+        draft.action, draft.reason = Action.SKIP, str(refused)
+        return state
     log_table = QueryLogTable(table.query_log_path)
     tail = log_table.tail(state.log_version, table.identity)
     draft.new_queries = len(tail.records)

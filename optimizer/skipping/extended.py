@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 
@@ -309,7 +310,8 @@ def _read_index(
 ) -> tuple[dict[str, ExtendedStats], dict[str, Mapping[str, Any]]]:
     runs: dict[str, Mapping[str, Any]] = {}
     fs, root = table.filesystem()
-    active = {f.path: f.size for f in snapshot.files}
+    # index entries name files as written (decoded), the log URL-encodes them: match on the decoded path
+    active = {unquote(f.path): (f.path, f.size) for f in snapshot.files}
     found: dict[str, ExtendedStats] = {}
     selector = pafs.FileSelector(f"{root}/{INDEX_DIR}", allow_not_found=True)
     for info in fs.get_file_info(selector):
@@ -325,8 +327,9 @@ def _read_index(
         if isinstance(document.get("features"), Mapping) and document["features"]:
             runs[str(document.get("run"))] = document["features"]
         renamed = _names_moved(document.get("columns"), snapshot)
-        for path, entry in entries.items():
-            if active.get(path) != entry.get("size"):
+        for written, entry in entries.items():
+            path, size = active.get(written, (None, None))
+            if path is None or size != entry.get("size"):
                 continue  # not active in this snapshot, or not the same file: stale
             try:
                 stats = from_json(entry["stats"])

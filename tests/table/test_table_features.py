@@ -323,3 +323,49 @@ def test_the_service_ticks_and_optimises_a_databricks_default_table(delta_spark,
     assert typed.job is not None and typed.job.outcome is not None
     assert _state(spark, path, True) == (before_rows, before_ids)
     assert open_table(path).history(0)[-1].operation == "OPTIMIZE"
+
+
+def test_the_service_skips_a_liquid_table_before_any_estimate(delta_spark, tmp_path: Path):
+    from optimizer.config import load_config
+    from optimizer.service.record import Action
+    from optimizer.service.service import context
+    from optimizer.service.tick import tick
+    from tests.service.test_service import NOW, log_queries, write_config
+
+    spark, path = delta_spark, str(tmp_path / "events")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, x BIGINT) USING delta CLUSTER BY (id)")
+    spark.range(5000).selectExpr("id", "id % 1000 x").repartition(4).write.format("delta").mode("append").save(path)
+    write_config(tmp_path, [{"name": "events", "path": path, "interval": 5}])
+    log_queries(path + "_querylog")
+    ctx = context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark)
+
+    typed = tick(ctx.config.tables[0], ctx, NOW)
+
+    assert typed.action is Action.SKIP
+    assert "liquid-clustered" in typed.reason and typed.decision is None
+    assert open_table(path).history(0)[-1].operation != "OPTIMIZE"
+
+
+def test_files_in_escaped_partition_directories_keep_their_extended_statistics(delta_spark, tmp_path: Path):
+    """The sidecar names a file as written, the log URL-encodes the Hive-escaped directory: the index
+    must still find the run's files, or they would count as never clustered and be rewritten every tick."""
+    from optimizer.skipping.extended import load_index, unclustered_files
+
+    spark, path = delta_spark, str(tmp_path / "escaped")
+    rows = [(i, f"2024-01-0{1 + i % 2} 10:00:00", "50% off" if i % 3 else "a/b") for i in range(300)]
+    (
+        spark.createDataFrame(rows, "id BIGINT, t STRING, s STRING")
+        .selectExpr("id", "cast(t as timestamp) ts", "s", "cast(id % 11 as int) k")
+        .repartition(3)
+        .write.format("delta")
+        .partitionBy("ts", "s")
+        .save(path)
+    )
+    table = open_table(path)
+    snapshot = table.snapshot()
+    features = FeatureSet.from_dict({"z": ["k + 0", "id"]})
+    optimize(spark, table, features, 16_000, files=snapshot.files, snapshot=snapshot)
+    after = table.snapshot()
+    assert any("%25" in f.path for f in after.files)  # the log's paths are encoded twice over
+    assert set(load_index(table, after)) == {f.path for f in after.files}
+    assert unclustered_files(table, after) == []
