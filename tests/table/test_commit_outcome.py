@@ -5,7 +5,12 @@ Delta's OPTIMIZE retries) and otherwise gives up having committed nothing."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -13,6 +18,7 @@ from optimizer import errors
 from optimizer.clustering.job import optimize
 from optimizer.features import FeatureSet
 from optimizer.table import open_table
+from optimizer.table.access import commit_of_run
 from optimizer.table.committer import RewriteRequest, commit_engine, committer_for
 from optimizer.table.fingerprint import fingerprint
 from optimizer.table.rewrite import outcome_after_failure
@@ -119,3 +125,58 @@ class _UnreadableLog:
 def test_an_outcome_the_log_cannot_tell_keeps_every_file():
     with pytest.raises(errors.CommitOutcomeUnknownError, match="kept"):
         outcome_after_failure(_UnreadableLog(), "run-1", 3, TimeoutError("commit timed out"))  # type: ignore[arg-type]
+
+
+KILLED_AFTER_COMMIT = textwrap.dedent(
+    """
+    import os, signal, sys
+    from optimizer.clustering.job import optimize
+    from optimizer.config import SparkSettings
+    from optimizer.features import FeatureSet
+    from optimizer.runtime import build_session
+    from optimizer.table import deltaspark, open_table
+
+    commit = deltaspark.DeltaSparkCommitter._commit
+
+    def commit_then_die(self, *args, **kwargs):
+        version = commit(self, *args, **kwargs)
+        print("COMMITTED", version, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # before anything after the commit runs
+
+    deltaspark.DeltaSparkCommitter._commit = commit_then_die
+    spark = build_session(SparkSettings(master="local[1]", shuffle_partitions=2))
+    table = open_table(sys.argv[1])
+    optimize(spark, table, FeatureSet.from_dict({"z": ["k", "id"]}), 8_000, run_id="killed-run")
+    """
+)
+
+
+def test_kill_9_right_after_the_commit_leaves_the_run_committed_and_whole(delta_spark, tmp_path: Path):
+    """The process dies the moment Delta's commit returns, on a table with deletion vectors, column
+    mapping and row tracking: the log has the run (found by its id), every file it references is there,
+    rows and row ids are what they were."""
+    spark, path = delta_spark, str(tmp_path / "killed")
+    _table(
+        spark,
+        path,
+        "'delta.enableDeletionVectors' = 'true', 'delta.columnMapping.mode' = 'name', "
+        "'delta.enableRowTracking' = 'true'",
+    )
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 5 = 0")
+    frame = spark.read.format("delta").load(path)
+    expected = fingerprint(frame)
+    ids = sorted(map(tuple, frame.selectExpr("id", "_metadata.row_id").collect()))
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_AFTER_COMMIT)
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, str(script), path], cwd=root, capture_output=True, text=True, timeout=400)
+
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    assert "COMMITTED" in done.stdout
+    table = open_table(path)
+    run = commit_of_run(table.history(0), "killed-run")
+    assert run is not None and run.operation == "OPTIMIZE" and run.version == table.snapshot().version
+    assert all((Path(path) / unquote(f.path)).exists() for f in table.snapshot().files)
+    after = spark.read.format("delta").load(path)
+    assert fingerprint(after) == expected
+    assert sorted(map(tuple, after.selectExpr("id", "_metadata.row_id").collect())) == ids
