@@ -180,3 +180,31 @@ def test_kill_9_right_after_the_commit_leaves_the_run_committed_and_whole(delta_
     after = spark.read.format("delta").load(path)
     assert fingerprint(after) == expected
     assert sorted(map(tuple, after.selectExpr("id", "_metadata.row_id").collect())) == ids
+
+
+def test_an_append_open_across_the_statistics_property_change_fails_and_retries_cleanly(delta_spark, tmp_path: Path):
+    """A clustering key past the first 32 columns gets statistics through a property change: a Delta
+    append whose transaction was open across it is refused by Delta (a metadata change), as after any
+    ALTER TABLE (deploy/OPERATIONS.md); retried, it lands. Nothing is lost and deltaopt's run is whole."""
+    from optimizer.table.delta_engine import DeltaEngine
+
+    spark, path = delta_spark, str(tmp_path / "wide")
+    columns = [f"id + {i} c{i}" for i in range(40)]
+    spark.range(400).selectExpr("id", *columns).repartition(3).write.format("delta").save(path)
+    table = open_table(path)
+    extra = spark.range(1000, 1050).selectExpr("id", *columns)
+
+    engine = DeltaEngine(spark, path)
+    appender = engine.log().startTransaction()  # a writer that read the table before the change
+    actions = appender.writeFiles(extra._jdf)
+    result = optimize(spark, table, FeatureSet.from_dict({"z": ["c36"]}), 8_000, stats_for_keys=True)
+    assert set(result.properties) == {"delta.dataSkippingNumIndexedCols"}  # the change the writer raced
+    write = getattr(engine.delta, "DeltaOperations$Write")
+    operation = write(engine.jvm.org.apache.spark.sql.SaveMode.Append, engine.none, engine.none, engine.none)
+    with pytest.raises(Exception, match=r"MetadataChanged|metadata"):
+        appender.commit(actions, operation)
+    assert spark.read.format("delta").load(path).count() == 400
+    extra.write.format("delta").mode("append").save(path)  # the writer's retry
+    assert spark.read.format("delta").load(path).count() == 450
+    assert commit_of_run(table.history(0), result.run_id) is not None
+    assert all((Path(path) / unquote(f.path)).exists() for f in table.snapshot().files)
