@@ -151,6 +151,19 @@ def test_type_widening_reads_widened_values(delta_spark, tmp_path: Path):
     _optimize_checked(spark, path)
 
 
+def test_v2_checkpoints(delta_spark, tmp_path: Path):
+    """A table checkpointed in the v2 format (a UUID-named checkpoint every 2 commits): the log reads,
+    the rewrite commits; delta-rs's own data reader refuses such tables before and after alike."""
+    spark, path = delta_spark, str(tmp_path / "v2")
+    _make(spark, path, {"delta.checkpointPolicy": "v2", "delta.checkpointInterval": "2"})
+    spark.range(5).selectExpr("id + 9000 id", "1 k", "'x' tag", "cast(0 as decimal(12,2)) amount").write.format(
+        "delta"
+    ).mode("append").save(path)
+    assert any(".checkpoint." in p.name for p in (Path(path) / "_delta_log").iterdir())
+    table, _ = _optimize_checked(spark, path)
+    assert "v2Checkpoint" in table.snapshot().features.reader_features
+
+
 def test_databricks_defaults_together_optimise(delta_spark, tmp_path: Path):
     """Deletion vectors + column mapping + row tracking + in-commit timestamps, as a new Databricks
     table has them, after a DELETE, an UPDATE and a RENAME."""
