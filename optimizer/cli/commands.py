@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from optimizer.cli.common import print_json, watched
+
+if TYPE_CHECKING:
+    from optimizer.clustering.job import OptimizeResult
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
@@ -118,17 +121,25 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     )
     if args.json:
         print_json(result.as_dict())
-    elif result.version is None:
-        print("nothing to optimise: no unclustered files")
     else:
-        print(
-            f"{path}: version {result.version}, {result.files_in} -> {result.files_out} files, "
-            f"{result.bytes_in:,} -> {result.bytes_out:,} bytes, {result.rows:,} rows; committed by "
-            + ("Delta's own transaction" if result.committed_by == "delta-spark" else result.committed_by)
-        )
-    if result.properties:
-        print("  clustering keys got statistics: " + ", ".join(f"{k}={v}" for k, v in result.properties.items()))
+        print(_optimized(path, result))
     return 0
+
+
+def _optimized(path: str, result: OptimizeResult) -> str:
+    """The human summary of one OPTIMIZE run (a liquid table's says what Delta's clustering did)."""
+    liquid = result.output.get("clustering")
+    if result.version is None:
+        return f"{liquid}; nothing to commit" if liquid else "nothing to optimise: no unclustered files"
+    files = f"{path}: version {result.version}, {result.files_in} -> {result.files_out} files, "
+    files += f"{result.bytes_in:,} -> {result.bytes_out:,} bytes"
+    if liquid:
+        return f"{files}; committed by Delta's own OPTIMIZE\n  {liquid}"
+    who = "Delta's own transaction" if result.committed_by == "delta-spark" else result.committed_by
+    lines = [f"{files}, {result.rows:,} rows; committed by {who}"]
+    if result.properties:
+        lines.append("  clustering keys got statistics: " + ", ".join(f"{k}={v}" for k, v in result.properties.items()))
+    return "\n".join(lines)
 
 
 def _optimize_features(args: argparse.Namespace, spark: Any, table: Any, configured: Any, config: Any) -> Any:

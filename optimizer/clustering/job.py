@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from optimizer.clustering.joined import joined_ranges
 from optimizer.clustering.layout import Layout, Progress, cluster_frame, fingerprint_columns, wrap64
+from optimizer.clustering.liquid import cluster_with_delta, describe
 from optimizer.errors import ClusteringError, CommitOutcomeUnknownError
 from optimizer.features import FeatureSet
 from optimizer.skipping.collect import stats_spec
@@ -115,13 +116,14 @@ def optimize(
     """Rewrite `files` (default: the files no deltaopt run clustered) with the combined layout, written
     with `output`'s codec and row-group size (the table's own codec property wins). With
     `stats_for_keys`, clustering keys without min/max statistics get them first (`table.key_stats`).
-
+    A liquid table is clustered by Delta instead, on the Z features' columns (`clustering.liquid`).
     Raises `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing
     committed), `TableAccessError`. Delta's transaction commits where `spark` has Delta's engine."""
-    started = time.perf_counter()
-    committer = committer_for(table, spark)
+    started, committer = time.perf_counter(), committer_for(table, spark)
     committer.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
     snapshot = snapshot or table.snapshot()  # a feature the rewrite cannot honour: refused before any work
+    if snapshot.features.clustered and committer.engine == "delta-spark" and not snapshot.features.unknown():
+        return _liquid(spark, table, snapshot, features, run_id or uuid.uuid4().hex[:16], progress)
     check_rewritable(snapshot.features, table.uri, delta_engine=committer.engine == "delta-spark")
     run_id = run_id or uuid.uuid4().hex[:16]
     properties = indexing_properties(snapshot, key_columns(features)) if stats_for_keys else {}
@@ -156,6 +158,32 @@ def optimize(
         committed_by=committer.engine,
         properties=properties,
         health=health,
+    )
+
+
+def _liquid(
+    spark: SparkSession, table: TableAccess, snapshot: Snapshot, features: FeatureSet, run_id: str, progress: Progress
+) -> OptimizeResult:
+    """A liquid table: its keys set from the Z features, clustered by Delta's own OPTIMIZE."""
+    started = time.perf_counter()
+    version, done = cluster_with_delta(spark, table, snapshot, features)
+    progress(describe(done, done["keys"]))
+    return OptimizeResult(
+        run_id=run_id,
+        version=version,
+        files_in=done["files_in"],
+        files_out=done["files_out"],
+        bytes_in=done["bytes_in"],
+        bytes_out=done["bytes_out"],
+        rows=0,  # Delta's OPTIMIZE reports files, not rows; its own transaction kept them
+        distinct_vectors=0,
+        sop_partitions=0,
+        dimensions=tuple(done["keys"]),
+        features=features.as_dict(),
+        seconds={"total": round(time.perf_counter() - started, 3)},
+        output={"writer": "delta", "clustering": describe(done, done["keys"])},
+        committed_by="delta-spark" if version is not None else "",
+        properties={"clusterBy": ",".join(done["keys"])} if done["keys_changed"] else {},
     )
 
 

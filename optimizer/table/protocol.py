@@ -206,8 +206,8 @@ def check_rewritable(features: TableFeatures, uri: str, *, delta_engine: bool) -
         keys = ", ".join(features.clustering_columns or ()) or "its keys"
         raise UnsupportedTableError(
             f"{uri} is liquid-clustered by ({keys}): Delta's OPTIMIZE re-clusters it by those keys and would undo "
-            "a deltaopt Z-order, so deltaopt does not rewrite it (set the keys with ALTER TABLE ... CLUSTER BY "
-            "and run OPTIMIZE; nothing was read or written)"
+            "a deltaopt Z-order, so deltaopt does not rewrite it (`deltaopt optimize --z COLUMNS` sets them as its "
+            "keys and runs Delta's OPTIMIZE; nothing was read or written)"
         )
     if delta_engine:
         return

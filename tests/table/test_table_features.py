@@ -178,20 +178,41 @@ def test_databricks_defaults_together_optimise(delta_spark, tmp_path: Path):
     _optimize_checked(spark, path, tracked=True)
 
 
-def test_a_liquid_clustered_table_is_refused_before_any_rewrite(delta_spark, tmp_path: Path):
+def test_a_liquid_table_gets_its_keys_from_the_features_and_delta_clusters_it(delta_spark, tmp_path: Path):
+    """No Z-order is ever committed over a clustered table: the plain-column Z features become its
+    clustering keys and Delta's own OPTIMIZE clusters; a Delta OPTIMIZE after it rewrites nothing."""
     spark, path = delta_spark, str(tmp_path / "liquid")
     spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, k INT) USING delta CLUSTER BY (k)")
-    spark.range(100).selectExpr("id", "cast(id % 5 as int) k").repartition(3).write.format("delta").mode("append").save(
-        path
-    )
+    for start in (0, 1000, 2000):
+        spark.range(start, start + 1000).selectExpr("id", "cast(id % 5 as int) k").repartition(3).write.format(
+            "delta"
+        ).mode("append").save(path)
+    expected = fingerprint(spark.read.format("delta").load(path))
     table = open_table(path)
     before = table.snapshot()
-    with pytest.raises(errors.UnsupportedTableError, match="liquid-clustered"):
-        optimize(spark, table, FeatureSet.from_dict({"z": ["id"]}), 16_000, files=before.files, snapshot=before)
-    assert table.snapshot().version == before.version
-    assert sorted(p.name for p in Path(path).iterdir()) == sorted(
-        p.name for p in Path(path).iterdir() if "optimize-" not in p.name
-    )
+    assert before.features.clustered
+
+    with pytest.raises(errors.UnsupportedTableError, match="none of the features"):
+        optimize(spark, table, FeatureSet.from_dict({"sop": ["k IN (1, 2)"]}), 16_000, snapshot=before)
+    assert table.snapshot().version == before.version  # refused before any change
+    features = FeatureSet.from_dict({"z": ["id", "k + 1"], "sop": ["k IN (1, 2)"]})
+    result = optimize(spark, table, features, 16_000, snapshot=before)
+
+    assert result.dimensions == ("id",) and result.properties == {"clusterBy": "id"}
+    assert "k + 1" in result.output["clustering"] and "SOP k IN (1, 2)" in result.output["clustering"]
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
+    operations = [(h["operation"], h["operationParameters"].get("clusterBy")) for h in history[-2:]]
+    assert operations == [("CLUSTER BY", None), ("OPTIMIZE", '["id"]')]
+    assert "Delta-Lake" in history[-1]["engineInfo"] and result.version == history[-1]["version"]
+    assert fingerprint(spark.read.format("delta").load(path)) == expected
+    again = spark.sql(f"OPTIMIZE delta.`{path}`").collect()[0]["metrics"]
+    assert again["numFilesAdded"] == 0 and again["numFilesRemoved"] == 0  # Delta leaves deltaopt's choice be
+    spark.conf.set(COMMIT_CONF, "delta-rs")
+    try:
+        with pytest.raises(errors.UnsupportedTableError, match="liquid-clustered"):
+            optimize(spark, table, features, 16_000)
+    finally:
+        spark.conf.set(COMMIT_CONF, "auto")
 
 
 def test_features_needing_delta_are_refused_up_front_without_it(delta_spark, tmp_path: Path):
