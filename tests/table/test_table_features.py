@@ -116,11 +116,18 @@ def test_deletion_vectors_are_read_as_delta_reads_them_and_their_files_replaced(
     assert not table.snapshot().features.clustered
 
 
-def test_column_mapping_after_rename_and_drop_keeps_logical_names_everywhere(delta_spark, tmp_path: Path):
-    """After RENAME the old physical names belong to other logical columns: statistics must follow the
-    schema's mapping, or pruning would read one column's bounds for another."""
+@pytest.mark.parametrize("mode", ["name", "id", "upgraded"])
+def test_column_mapping_after_rename_and_drop_keeps_logical_names_everywhere(delta_spark, tmp_path: Path, mode):
+    """After RENAME the old physical names belong to other logical columns (a table upgraded to column
+    mapping keeps its old names as physical ones): statistics must follow the schema's mapping, or
+    pruning would read one column's bounds for another."""
     spark, path = delta_spark, str(tmp_path / "cm")
-    _make(spark, path, {"delta.columnMapping.mode": "name"})
+    _make(spark, path, {} if mode == "upgraded" else {"delta.columnMapping.mode": mode})
+    if mode == "upgraded":  # the legacy protocol: reader 2, writer 5, no feature lists
+        spark.sql(
+            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.minReaderVersion' = '2', "
+            "'delta.minWriterVersion' = '5', 'delta.columnMapping.mode' = 'name')"
+        )
     spark.sql(f"ALTER TABLE delta.`{path}` DROP COLUMN amount")
     spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN k TO bucket")
     spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN id TO k")  # the physical name "id" is now logical k
