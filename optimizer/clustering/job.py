@@ -115,17 +115,17 @@ def optimize(
 ) -> OptimizeResult:
     """Rewrite `files` (default: the files no deltaopt run clustered) with the combined layout, written
     with `output`'s codec and row-group size (the table's own codec property wins). With
-    `stats_for_keys`, clustering keys without min/max statistics get them first (`table.key_stats`).
-    A liquid table is clustered by Delta instead, on the Z features' columns (`clustering.liquid`).
-    Raises `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing
-    committed), `TableAccessError`. Delta's transaction commits where `spark` has Delta's engine."""
+    `stats_for_keys`, clustering keys without min/max statistics get them first (`table.key_stats`). A
+    liquid table is clustered by Delta on the Z features' columns instead (`clustering.liquid`). Raises
+    `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing committed),
+    `TableAccessError`. Delta's transaction commits where `spark` has Delta's engine."""
     started, committer = time.perf_counter(), committer_for(table, spark)
     committer.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
     snapshot = snapshot or table.snapshot()  # a feature the rewrite cannot honour: refused before any work
-    if snapshot.features.clustered and committer.engine == "delta-spark" and not snapshot.features.unknown():
-        return _liquid(spark, table, snapshot, features, run_id or uuid.uuid4().hex[:16], progress)
-    check_rewritable(snapshot.features, table.uri, delta_engine=committer.engine == "delta-spark")
     run_id = run_id or uuid.uuid4().hex[:16]
+    if snapshot.features.clustered and committer.engine == "delta-spark" and not snapshot.features.unknown():
+        return _liquid(spark, table, snapshot, features, run_id, progress)
+    check_rewritable(snapshot.features, table.uri, delta_engine=committer.engine == "delta-spark")
     properties = indexing_properties(snapshot, key_columns(features)) if stats_for_keys else {}
     if properties:
         snapshot = _index_keys(committer, snapshot, properties, run_id, progress)
@@ -134,9 +134,8 @@ def optimize(
         return OptimizeResult.nothing(run_id, features, properties)
     plan = _Plan(run_id, target_file_size, order_ids, output, progress)
     staged = _write_verified(spark, table, snapshot, chosen, features, plan)
-    rows_in = staged.rows  # as read: rows a deletion vector removed are not counted
     clock = time.perf_counter()
-    version = _commit(committer, snapshot, chosen, staged, features, run_id=run_id, rows=rows_in, metadata=metadata)
+    version = _commit(committer, snapshot, chosen, staged, features, run_id=run_id, rows=staged.rows, metadata=metadata)
     seconds = {"cluster": staged.cluster_seconds, "write": staged.write_seconds, "commit": time.perf_counter() - clock}
     health = _health(table, snapshot, version, features)
     seconds["total"] = time.perf_counter() - started
@@ -148,7 +147,7 @@ def optimize(
         files_out=len(staged.files),
         bytes_in=sum(f.size for f in chosen),
         bytes_out=sum(f.size for f in staged.files),
-        rows=rows_in,
+        rows=staged.rows,  # as read: rows a deletion vector removed are not counted
         distinct_vectors=staged.layout.distinct_vectors,
         sop_partitions=len(staged.layout.partitions),
         dimensions=tuple(d.column for d in staged.layout.dimensions),
