@@ -19,18 +19,11 @@ from optimizer.clustering.job import optimize
 from optimizer.features import FeatureSet
 from optimizer.table import open_table
 from optimizer.table.access import commit_of_run
-from optimizer.table.committer import RewriteRequest, commit_engine, committer_for
+from optimizer.table.committer import RewriteRequest, committer_for
 from optimizer.table.fingerprint import fingerprint
 from optimizer.table.rewrite import outcome_after_failure
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def delta_spark(spark):
-    if commit_engine(spark) != "delta-spark":
-        pytest.fail("the test session has no Delta engine: `make install` caches the jars (optimizer.delta_jars)")
-    return spark
 
 
 def _table(spark, path: str, properties: str = "") -> None:

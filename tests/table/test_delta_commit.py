@@ -23,13 +23,6 @@ from tests.table.test_table_access import sample_frame
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture
-def delta_spark(spark):
-    if commit_engine(spark) != "delta-spark":
-        pytest.fail("the test session has no Delta engine: `make install` caches the jars (optimizer.delta_jars)")
-    return spark
-
-
 def _staged_rewrite(spark, table, snapshot, files=None, run_id="t1"):
     """A rewrite of `files` staged as one file; every run has its own id, as every real run has (the log
     tells a run that committed from one that did not by it)."""

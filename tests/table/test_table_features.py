@@ -13,7 +13,7 @@ from optimizer import errors
 from optimizer.clustering.job import optimize
 from optimizer.features import FeatureSet
 from optimizer.table import open_table
-from optimizer.table.committer import COMMIT_CONF, commit_engine
+from optimizer.table.committer import COMMIT_CONF
 from optimizer.table.fingerprint import fingerprint
 
 pytestmark = pytest.mark.spark
@@ -24,13 +24,6 @@ DATABRICKS_DEFAULTS = {
     "delta.enableRowTracking": "true",
     "delta.enableInCommitTimestamps": "true",
 }
-
-
-@pytest.fixture
-def delta_spark(spark):
-    if commit_engine(spark) != "delta-spark":
-        pytest.fail("the test session has no Delta engine: `make install` caches the jars (optimizer.delta_jars)")
-    return spark
 
 
 def _properties(values: dict[str, str]) -> str:
@@ -265,6 +258,8 @@ def test_logical_names_follow_physical_ones_in_nested_structs():
 def test_partition_values_of_every_shape(delta_spark, tmp_path: Path):
     """Timestamps, spaces, %, /, =, non-ASCII, NULL and empty strings as partition values: the log
     holds their paths URL-encoded and their directories Hive-escaped."""
+    from optimizer.skipping.extended import load_index, unclustered_files
+
     spark, path = delta_spark, str(tmp_path / "parts")
     values = ["a b", "50%", "x/y", "k=v", "ünï", None, "", "plain"]
     rows = [(i, values[i % len(values)], f"2024-01-0{1 + i % 3} 10:{i % 2}0:00") for i in range(240)]
@@ -287,6 +282,11 @@ def test_partition_values_of_every_shape(delta_spark, tmp_path: Path):
     assert {f.partition_values.get("s") for f in after.files} == {f.partition_values.get("s") for f in snapshot.files}
     assert fingerprint(table.read_files(spark, after.files, after)) == before
     assert _readers(spark, path)["duckdb"] == 240
+    # the sidecar names a file as written, the log URL-encodes the Hive-escaped directory: the index must
+    # still find the run's files, or they would count as never clustered and be rewritten every tick
+    assert any("%25" in f.path for f in after.files)  # "50%": encoded twice over in the log
+    assert set(load_index(table, after)) == {f.path for f in after.files}
+    assert unclustered_files(table, after) == []
 
 
 def test_every_column_type_and_names_that_need_quoting(delta_spark, tmp_path: Path):
@@ -385,28 +385,3 @@ def test_the_service_skips_a_liquid_table_before_any_estimate(delta_spark, tmp_p
     assert typed.action is Action.SKIP
     assert "liquid-clustered" in typed.reason and typed.decision is None
     assert open_table(path).history(0)[-1].operation != "OPTIMIZE"
-
-
-def test_files_in_escaped_partition_directories_keep_their_extended_statistics(delta_spark, tmp_path: Path):
-    """The sidecar names a file as written, the log URL-encodes the Hive-escaped directory: the index
-    must still find the run's files, or they would count as never clustered and be rewritten every tick."""
-    from optimizer.skipping.extended import load_index, unclustered_files
-
-    spark, path = delta_spark, str(tmp_path / "escaped")
-    rows = [(i, f"2024-01-0{1 + i % 2} 10:00:00", "50% off" if i % 3 else "a/b") for i in range(300)]
-    (
-        spark.createDataFrame(rows, "id BIGINT, t STRING, s STRING")
-        .selectExpr("id", "cast(t as timestamp) ts", "s", "cast(id % 11 as int) k")
-        .repartition(3)
-        .write.format("delta")
-        .partitionBy("ts", "s")
-        .save(path)
-    )
-    table = open_table(path)
-    snapshot = table.snapshot()
-    features = FeatureSet.from_dict({"z": ["k + 0", "id"]})
-    optimize(spark, table, features, 16_000, files=snapshot.files, snapshot=snapshot)
-    after = table.snapshot()
-    assert any("%25" in f.path for f in after.files)  # the log's paths are encoded twice over
-    assert set(load_index(table, after)) == {f.path for f in after.files}
-    assert unclustered_files(table, after) == []
