@@ -124,7 +124,7 @@ def optimize(
     snapshot = snapshot or table.snapshot()  # a feature the rewrite cannot honour: refused before any work
     run_id = run_id or uuid.uuid4().hex[:16]
     if snapshot.features.clustered and committer.engine == "delta-spark" and not snapshot.features.unknown():
-        return _liquid(spark, table, snapshot, features, run_id, progress)
+        return _liquid(spark, table, features, run_id, progress)
     check_rewritable(snapshot.features, table.uri, delta_engine=committer.engine == "delta-spark")
     properties = indexing_properties(snapshot, key_columns(features)) if stats_for_keys else {}
     if properties:
@@ -161,12 +161,13 @@ def optimize(
 
 
 def _liquid(
-    spark: SparkSession, table: TableAccess, snapshot: Snapshot, features: FeatureSet, run_id: str, progress: Progress
+    spark: SparkSession, table: TableAccess, features: FeatureSet, run_id: str, progress: Progress
 ) -> OptimizeResult:
     """A liquid table: its keys set from the Z features, clustered by Delta's own OPTIMIZE."""
     started = time.perf_counter()
-    version, done = cluster_with_delta(spark, table, snapshot, features)
-    progress(describe(done, done["keys"]))
+    version, done = cluster_with_delta(spark, table, features)
+    summary = describe(done)
+    progress(summary)
     return OptimizeResult(
         run_id=run_id,
         version=version,
@@ -180,7 +181,7 @@ def _liquid(
         dimensions=tuple(done["keys"]),
         features=features.as_dict(),
         seconds={"total": round(time.perf_counter() - started, 3)},
-        output={"writer": "delta", "clustering": describe(done, done["keys"])},
+        output={"writer": "delta", "clustering": summary},
         committed_by="delta-spark" if version is not None else "",
         properties={"clusterBy": ",".join(done["keys"])} if done["keys_changed"] else {},
     )
@@ -305,8 +306,8 @@ def _write_verified(
             progress(f"joined ranges recorded for {len(joined)} of {len(staged)} file(s)")
             extended_by_path = {p: replace(x, joined=joined.get(p, ())) for p, x in extended_by_path.items()}
         by_path = {f.path: (f.size, extended_by_path[f.path]) for f in staged}
-        names = {logical: physical for physical, logical in snapshot.features.logical_names.items()}
-        write_index(table, run_id, by_path, features.as_dict(), key_types=spec.key_types, columns=names)
+        columns = snapshot.features.physical_names
+        write_index(table, run_id, by_path, features.as_dict(), key_types=spec.key_types, columns=columns)
     except Exception:
         table.discard(staged)
         raise

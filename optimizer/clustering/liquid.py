@@ -11,7 +11,6 @@ not applied. SQL is rendered by sqlglot from identifiers, never spliced.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -23,7 +22,7 @@ from optimizer.table.delta_engine import DeltaEngine, java_message
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from optimizer.table.access import Snapshot, TableAccess
+    from optimizer.table.access import TableAccess
 
 MAX_KEYS = 4  # Delta's limit on clustering columns
 
@@ -40,7 +39,7 @@ def clustering_keys(features: FeatureSet) -> tuple[list[str], list[str]]:
 
 
 def cluster_with_delta(
-    spark: SparkSession, table: TableAccess, snapshot: Snapshot, features: FeatureSet
+    spark: SparkSession, table: TableAccess, features: FeatureSet
 ) -> tuple[int | None, dict[str, Any]]:
     """Set the table's clustering keys from `features` (when they differ) and run Delta's OPTIMIZE.
     Returns the version OPTIMIZE committed (None: nothing to cluster) and what was done, for the
@@ -52,7 +51,7 @@ def cluster_with_delta(
             "Delta can cluster by; nothing was changed"
         )
     engine = DeltaEngine(spark, table.spark_uri("").rstrip("/"))
-    name = exp.Table(this=exp.to_identifier(engine.uri, quoted=True), db="delta").sql("spark")
+    name = engine.sql_name
     before = [k.lower() for k in engine.clustering_columns() or ()]
     changed = before != [k.lower() for k in keys]
     try:
@@ -80,12 +79,13 @@ def _total(summary: Any) -> int:
     return int((summary or {}).get("totalSize") or 0) if isinstance(summary, dict) else 0
 
 
-def describe(done: dict[str, Any], keys: Sequence[str]) -> str:
+def describe(done: dict[str, Any]) -> str:
     """One line for progress and the result: what was applied, what Delta could not express."""
+    keys = ", ".join(done["keys"])
     change = (
-        f"clustering keys ({', '.join(done['keys_before'])}) -> ({', '.join(keys)})"
+        f"clustering keys ({', '.join(done['keys_before'])}) -> ({keys})"
         if done["keys_changed"]
-        else (f"clustering keys ({', '.join(keys)}) kept")
+        else f"clustering keys ({keys}) kept"
     )
     left = f"; not expressible as clustering keys: {', '.join(done['not_applied'])}" if done["not_applied"] else ""
     return f"liquid table: {change}, Delta's OPTIMIZE clustered {done['files_in']} -> {done['files_out']} files{left}"

@@ -40,6 +40,7 @@ from optimizer.service.executors import Executor, OptimizeRequest, choose_execut
 from optimizer.service.merge import MergePlan, plan_merge
 from optimizer.service.record import Action, JobRecord, TickRecord
 from optimizer.service.state import RunInProgress, StateStore, TableState
+from optimizer.skipping.extended import load_index
 from optimizer.table import open_table
 from optimizer.table.access import commit_of_run
 from optimizer.table.protocol import check_rewritable
@@ -141,8 +142,9 @@ def _tick(
 ) -> TableState:
     delta = open_table(table.path)
     state = _settle_run(delta, state, draft)
+    snapshot = delta.snapshot()  # read once: the feature check and the estimate share it
     try:  # a table no rewrite may touch (liquid clustering, an unknown feature) costs no estimate
-        check_rewritable(delta.snapshot().features, table.path, delta_engine=True)
+        check_rewritable(snapshot.features, table.path, delta_engine=True)
     except UnsupportedTableError as refused:
         draft.action, draft.reason = Action.SKIP, str(refused)
         return state
@@ -153,7 +155,7 @@ def _tick(
     context = TableContext(
         ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model, ctx.locations()
     )
-    decision = estimate(context)
+    decision = estimate(context, snapshot=snapshot, index=load_index(delta, snapshot))
     draft.decision = decision
     draft.action, draft.reason = Action(decision.action), decision.reason
     if decision.features is not None:  # what the estimate would lay data out on for today's workload

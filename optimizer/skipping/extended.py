@@ -345,7 +345,7 @@ def _names_moved(recorded: Any, snapshot: Snapshot) -> bool:
     """Whether a logical name the run saw now maps to another physical column, or none (column mapping:
     RENAME, DROP). An index written before the table mapped names: a table upgraded to column mapping
     keeps physical names equal to the old logical ones, so its names hold while no column is renamed."""
-    current = {logical: physical for physical, logical in snapshot.features.logical_names.items()}
+    current = snapshot.features.physical_names
     if not isinstance(recorded, Mapping):
         return any(logical != physical for logical, physical in current.items())
     return any(current.get(str(logical)) != physical for logical, physical in recorded.items())

@@ -185,13 +185,17 @@ class DeltaEngine:
             )
         return actions
 
-    def clustering_columns(self) -> tuple[str, ...] | None:
-        """The table's liquid clustering keys as DESCRIBE DETAIL names them (None: not clustered)."""
+    @property
+    def sql_name(self) -> str:
+        """The table in Spark SQL, ``delta.`<uri>```, rendered by sqlglot (never spliced)."""
         from sqlglot import exp
 
-        table = exp.Table(this=exp.to_identifier(self.uri, quoted=True), db="delta").sql("spark")
+        return exp.Table(this=exp.to_identifier(self.uri, quoted=True), db="delta").sql("spark")
+
+    def clustering_columns(self) -> tuple[str, ...] | None:
+        """The table's liquid clustering keys as DESCRIBE DETAIL names them (None: not clustered)."""
         try:
-            row = self.spark.sql(f"DESCRIBE DETAIL {table}").collect()[0].asDict()
+            row = self.spark.sql(f"DESCRIBE DETAIL {self.sql_name}").collect()[0].asDict()
         except Exception:  # a session or table that cannot describe itself: the protocol alone decides
             return None
         columns = row.get("clusteringColumns")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -48,18 +49,17 @@ def stage_with_delta(
     try:
         rows = _aggregate(engine, at, actions, extra_aggregates)
         result = []
-        for f, action in zip(staged, actions, strict=True):
+        for f in staged:
             row = rows.get(_name(f.path))
             if row is None:
                 raise errors.RewriteValidationError(f"no statistics were computed for written file {f.path}")
-            delta_stats = str(action.stats())
-            if int(json.loads(delta_stats)["numRecords"]) != int(row["__rows"]):
+            counted = int(json.loads(f.stats_json)["numRecords"])  # Delta's statistics of the file
+            if counted != int(row["__rows"]):
                 raise errors.RewriteValidationError(
-                    f"written file {f.path}: Delta counted {json.loads(delta_stats)['numRecords']} rows, "
-                    f"reading it gave {row['__rows']}"
+                    f"written file {f.path}: Delta counted {counted} rows, reading it gave {row['__rows']}"
                 )
             extra = dict(extended_stats(f.path, row)) if extended_stats else None
-            result.append(StagedFile(f.path, f.size, _with_extended(delta_stats, extra), f.partition_values, action))
+            result.append(replace(f, stats_json=_with_extended(f.stats_json, extra)))
     except Exception:
         table.discard(staged)
         raise

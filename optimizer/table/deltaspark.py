@@ -150,13 +150,13 @@ class DeltaSparkCommitter:
         """Set table properties through Delta (``ALTER TABLE ... SET TBLPROPERTIES``, rendered by sqlglot
         from the path and values, never spliced). `metadata` is not recorded: Delta's ALTER TABLE takes
         no user tags (its history names the properties)."""
-        table = exp.Table(this=exp.to_identifier(self.table.spark_uri("").rstrip("/"), quoted=True), db="delta")
+        table = DeltaEngine(self.spark, self.table.spark_uri("").rstrip("/")).sql_name
         pairs = ", ".join(
             f"{exp.Literal.string(k).sql('spark')} = {exp.Literal.string(v).sql('spark')}"
             for k, v in properties.items()
         )
         try:
-            self.spark.sql(f"ALTER TABLE {table.sql('spark')} SET TBLPROPERTIES ({pairs})")
+            self.spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({pairs})")
         except Exception as err:
             raise errors.TableAccessError(
                 f"cannot set table properties of {self.table.uri} through Delta: {java_message(err)}"

@@ -61,7 +61,6 @@ COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
 ROW_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
-CLUSTERING_DOMAIN = "delta.clustering"
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,6 @@ class TableFeatures:
     writer_features: frozenset[str] = frozenset()
     column_mapping: str = "none"  # none | name | id
     row_tracking: bool = False  # row ids are assigned (the feature is supported; ids must survive rewrites)
-    clustering_columns: tuple[str, ...] | None = None  # liquid clustering keys (logical names), None: not clustered
     logical_names: Mapping[str, str] = field(default_factory=dict)  # physical dotted path -> logical dotted path
 
     @property
@@ -87,13 +85,23 @@ class TableFeatures:
 
     @property
     def clustered(self) -> bool:
-        return self.clustering_columns is not None or "clustering" in self.writer_features
+        return "clustering" in self.writer_features  # liquid: the keys are Delta's (DESCRIBE DETAIL)
+
+    @property
+    def delta_reader_features(self) -> list[str]:
+        """The features whose rows a plain Parquet reader gets wrong (deleted rows, physical names, narrower
+        stored types); legacy protocols (reader 2) carry column mapping without naming the feature."""
+        named = set(self.reader_features & DELTA_READER_FEATURES)
+        return sorted(named | {"columnMapping"} if self.column_mapping != "none" else named)
 
     @property
     def needs_delta_reader(self) -> bool:
-        """Whether a plain Parquet reader would return wrong rows or names (deleted rows, physical names,
-        narrower stored types); legacy protocols (reader 2) carry column mapping without features."""
-        return bool(self.reader_features & DELTA_READER_FEATURES) or self.column_mapping != "none"
+        return bool(self.delta_reader_features)
+
+    @property
+    def physical_names(self) -> dict[str, str]:
+        """Logical dotted leaf path -> physical one (the inverse of `logical_names`)."""
+        return {logical: physical for physical, logical in self.logical_names.items()}
 
     @property
     def needs_delta_writer(self) -> bool:
@@ -111,8 +119,6 @@ class TableFeatures:
         parts = [", ".join(named) if named else f"protocol {self.min_reader_version}/{self.min_writer_version}"]
         if self.column_mapping != "none":
             parts.append(f"column mapping by {self.column_mapping}")
-        if self.clustering_columns is not None:
-            parts.append(f"clustered by ({', '.join(self.clustering_columns)})")
         return "; ".join(parts)
 
 
@@ -124,7 +130,6 @@ def table_features(
     *,
     configuration: Mapping[str, str | None],
     schema_json: str,
-    clustering_columns: tuple[str, ...] | None = None,
 ) -> TableFeatures:
     """`TableFeatures` from a protocol, configuration and schema as any Delta library returns them."""
     readers = frozenset(reader_features or ())
@@ -138,7 +143,6 @@ def table_features(
         writer_features=writers,
         column_mapping=mapping,
         row_tracking=tracked or ("rowTracking" in writers and _materialised(configuration)),
-        clustering_columns=clustering_columns,
         logical_names=logical_names(schema_json) if mapping != "none" else {},
     )
 
@@ -169,25 +173,10 @@ def logical_names(schema_json: str) -> dict[str, str]:
     return found
 
 
-def clustering_columns(domains: Mapping[str, str]) -> tuple[str, ...] | None:
-    """The liquid clustering keys from the ``delta.clustering`` domain's configuration (physical column
-    paths as lists of names), or None when the table has no such domain."""
-    text = domains.get(CLUSTERING_DOMAIN)
-    if text is None:
-        return None
-    try:
-        columns = json.loads(text).get("clusteringColumns") or []
-    except (ValueError, AttributeError):
-        return ()
-    return tuple(".".join(c) if isinstance(c, list) else str(c) for c in columns)
-
-
 def check_readable(features: TableFeatures, uri: str, *, delta_engine: bool) -> None:
     """Refuse to read rows of a table whose rows only Delta's reader gets right when there is none."""
     if features.needs_delta_reader and not delta_engine:
-        what = ", ".join(sorted(features.reader_features & DELTA_READER_FEATURES)) or (
-            f"column mapping ({features.column_mapping})"
-        )
+        what = ", ".join(features.delta_reader_features)
         raise UnsupportedTableError(
             f"{uri} uses {what}: only Delta's own reader returns its rows, and this session has no Delta engine "
             "(start it with the Delta jars: `make install`, spark.delta: on); nothing was read"
@@ -203,19 +192,14 @@ def check_rewritable(features: TableFeatures, uri: str, *, delta_engine: bool) -
             "alone (nothing was read or written)"
         )
     if features.clustered:
-        keys = ", ".join(features.clustering_columns or ()) or "its keys"
         raise UnsupportedTableError(
-            f"{uri} is liquid-clustered by ({keys}): Delta's OPTIMIZE re-clusters it by those keys and would undo "
+            f"{uri} is liquid-clustered: Delta's OPTIMIZE re-clusters it by its keys and would undo "
             "a deltaopt Z-order, so deltaopt does not rewrite it (`deltaopt optimize --z COLUMNS` sets them as its "
             "keys and runs Delta's OPTIMIZE; nothing was read or written)"
         )
     if delta_engine:
         return
-    needs = sorted(
-        (features.reader_features & DELTA_READER_FEATURES) | ({"rowTracking"} if features.row_tracking else set())
-    )
-    if features.column_mapping != "none" and "columnMapping" not in needs:
-        needs.append("columnMapping")
+    needs = sorted({*features.delta_reader_features, *(["rowTracking"] if features.row_tracking else [])})
     if needs:
         raise UnsupportedTableError(
             f"{uri} uses {', '.join(needs)}: a rewrite must go through Delta's own reader, writer and "
