@@ -13,7 +13,7 @@ file, Delta tables under the locations, then the Spark catalog.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -147,3 +147,23 @@ def build_catalog(
     from_catalog = schemas_from_spark_catalog(spark) if spark is not None else {}
     paths = {**found.locations, **{n.lower(): p for n, p in (watched or {}).items()}}
     return Catalog(merge_schemas(watched_schema, from_file, found.schema, from_catalog), paths)
+
+
+def resolve_tables(config: Config, spark: SparkSession | Callable[[], SparkSession] | None = None) -> Config:
+    """`config` with each table named in the session's catalog (``table: schema.name``) given its
+    location as ``path``, and every table's location registered with its catalog name and storage
+    options (`optimizer.table.locations`), so that all readers and writers use them. `spark` (or a
+    function that builds it) is only needed when a table is configured by name. Raises
+    `TableNotFoundError` naming a table the catalog does not know."""
+    from optimizer.table.locations import Location, catalog_location, register
+
+    resolved = []
+    for table in config.tables:
+        if table.table and not table.path:
+            if spark is None:
+                raise TableAccessError(f"tables.{table.name}: a catalog name needs a Spark session to resolve")
+            session = spark() if callable(spark) else spark
+            table = table.model_copy(update={"path": catalog_location(session, table.table)})
+        register(Location(table.path, table.table, table.storage_options, table.single_writer))
+        resolved.append(table)
+    return config.model_copy(update={"tables": tuple(resolved)})

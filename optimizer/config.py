@@ -241,16 +241,37 @@ class ExecutionSettings(_Model):
 
 
 class TableSettings(_Model):
-    """One watched table."""
+    """One watched table: by its location (``path``) or by its name in the session's catalog (``table``)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
-    path: str = Field(min_length=1, description="table location (local path or URI)")
+    path: str = Field("", description="table location (local path or URI); resolved from `table` when that is set")
+    table: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$",
+        description="name in the Spark session's catalog (schema.table or catalog.schema.table) instead of a path",
+    )
+    storage_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="object-store settings for this table (credentials, endpoint, region), over the top-level "
+        "storage_options; delta-rs keys (AWS_ENDPOINT_URL, AWS_REGION, ...)",
+    )
+    single_writer: bool = Field(
+        False,
+        description="no other writer commits while deltaopt runs (writers scheduled around it): makes Delta's "
+        "single-driver log store on S3 / Blob safe for deltaopt's commit; otherwise it is refused there",
+    )
     query_log: str | None = Field(None, description="query-log table; default '<path>_querylog' beside it")
     table_id: str | None = Field(None, description="identity used in query-log rows; default: name")
     interval: Duration = Field(300, gt=0, description="seconds between ticks")
     paused: bool = False
     dry_run: bool | None = Field(None, description="override service.dry_run for this table")
     thresholds: Thresholds = Field(default_factory=Thresholds)
+
+    @model_validator(mode="after")
+    def _path_or_table(self) -> TableSettings:
+        if bool(self.path) == bool(self.table):
+            raise ValueError("set either path (the table's location) or table (its catalog name)")
+        return self
 
     @property
     def query_log_path(self) -> str:
@@ -300,6 +321,9 @@ class Config(_Model):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     defaults: Thresholds = Field(default_factory=Thresholds)
     tables: tuple[TableSettings, ...] = ()
+    storage_options: dict[str, str] = Field(
+        default_factory=dict, description="object-store settings every table uses unless it sets its own"
+    )
     schemas: SchemaSettings = Field(default_factory=SchemaSettings)
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     service: ServiceSettings = Field(default_factory=ServiceSettings)
@@ -314,12 +338,16 @@ class Config(_Model):
         defaults = data.get("defaults") or {}
         tables = data.get("tables")
         if isinstance(defaults, dict) and isinstance(tables, list):
+            storage = data.get("storage_options") or {}
             merged = []
             for table in tables:
                 if isinstance(table, dict):
                     own = table.get("thresholds") or {}
                     if isinstance(own, dict):
                         table = {**table, "thresholds": {**defaults, **own}}
+                    options = table.get("storage_options") or {}
+                    if isinstance(storage, dict) and isinstance(options, dict) and storage:
+                        table = {**table, "storage_options": {**storage, **options}}
                 merged.append(table)
             data = {**data, "tables": merged}
         return data

@@ -69,6 +69,99 @@ def session_conf() -> dict[str, str]:
     return conf
 
 
+# Hadoop's cloud connectors, fetched the same way when a table lives in such a store. hadoop-aws names the
+# whole AWS SDK bundle (over 500 MB); only the SDK modules S3A loads are taken instead, at the version
+# Hadoop 3.4.2 moved to (the bundle of 3.4.1 is excluded).
+AWS_SDK = "2.29.52"
+STORES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "s3a": (
+        (
+            "org.apache.hadoop:hadoop-aws:{hadoop}",
+            f"software.amazon.awssdk:s3:{AWS_SDK}",
+            f"software.amazon.awssdk:s3-transfer-manager:{AWS_SDK}",
+            f"software.amazon.awssdk:sts:{AWS_SDK}",
+        ),
+        ("software.amazon.awssdk:bundle",),
+    ),
+}
+STORE_OF_SCHEME = {"s3": "s3a", "s3a": "s3a"}
+
+
+def hadoop_version() -> str:
+    """The Hadoop client PySpark ships (its connectors must be the same version)."""
+    import pyspark
+
+    found = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("hadoop-client-api-*.jar"))
+    if not found:
+        raise SparkRuntimeError("the installed PySpark has no hadoop-client-api jar: cannot pick a connector")
+    return found[-1].name[len("hadoop-client-api-") : -len(".jar")]
+
+
+def store_home(store: str) -> Path:
+    return ivy_home() / f"store-{store}"
+
+
+def cached_store_jars(store: str) -> list[Path] | None:
+    """The cached connector jars for `store` ("s3a"), or None when they have not been fetched."""
+    directory = store_home(store) / "jars"
+    connector = directory / f"org.apache.hadoop_hadoop-aws-{hadoop_version()}.jar"
+    return sorted(directory.glob("*.jar")) if connector.is_file() else None
+
+
+def store_conf(store: str) -> dict[str, str]:
+    """``spark.jars`` entries of the connector for `store`, fetched first (in a child process, since a
+    session may already run here) when they are not cached. Raises `SparkRuntimeError` naming the
+    coordinates when Maven Central does not serve them."""
+    if store not in STORES:
+        raise SparkRuntimeError(f"no connector is known for the {store}:// store; put it on spark.jars")
+    jars = cached_store_jars(store)
+    if jars is None:
+        import subprocess
+
+        done = subprocess.run(
+            [sys.executable, "-m", "optimizer.delta_jars", "--store", store],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        jars = cached_store_jars(store)
+        if jars is None:
+            raise SparkRuntimeError(f"could not fetch the {store} connector: {done.stderr.strip()[-500:]}")
+    return {"spark.jars": ",".join(str(p) for p in jars)}
+
+
+def fetch_store(store: str) -> list[Path]:
+    """Resolve the connector of `store` into its cache by starting (and stopping) a small local Spark."""
+    found = cached_store_jars(store)
+    if found is not None:
+        return found
+    packages, excludes = STORES[store]
+    conf = {
+        "spark.jars.packages": ",".join(p.format(hadoop=hadoop_version()) for p in packages),
+        "spark.jars.excludes": ",".join(excludes),
+        "spark.jars.ivy": str(store_home(store)),
+    }
+    _resolve(conf, f"the {store} connector")
+    found = cached_store_jars(store)
+    if found is None:
+        raise SparkRuntimeError(f"Spark started but the {store} connector is not in {store_home(store) / 'jars'}")
+    return found
+
+
+def _resolve(conf: dict[str, str], what: str) -> None:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.Builder().master("local[1]").appName("deltaopt-fetch-jars")
+    builder = builder.config("spark.ui.enabled", "false")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+        spark.stop()
+    except Exception as err:  # Ivy's resolution failure surfaces as a py4j / RuntimeError at start-up
+        raise SparkRuntimeError(f"could not resolve {what} from Maven Central: {err}") from err
+
+
 def fetch() -> list[Path]:
     """Resolve the jars into the cache by starting (and stopping) a small local Spark; returns them.
 
@@ -77,31 +170,26 @@ def fetch() -> list[Path]:
     found = cached_jars()
     if found is not None:
         return found
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.Builder().master("local[1]").appName("deltaopt-fetch-jars")
-    builder = builder.config("spark.ui.enabled", "false")
-    for key, value in session_conf().items():
-        builder = builder.config(key, value)
-    try:
-        spark = builder.getOrCreate()
-        spark.stop()
-    except Exception as err:  # Ivy's resolution failure surfaces as a py4j / RuntimeError at start-up
-        where = ivy_home()
-        raise SparkRuntimeError(f"could not resolve {coordinates()} from Maven Central into {where}: {err}") from err
+    _resolve(session_conf(), f"{coordinates()} into {ivy_home()}")
     found = cached_jars()
     if found is None:
         raise SparkRuntimeError(f"Spark started but {coordinates()} is not in {ivy_home() / 'jars'}")
     return found
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m optimizer.delta_jars", description="cache Spark's JVM jars")
+    parser.add_argument("--store", choices=sorted(STORES), help="fetch this object store's connector instead")
+    args = parser.parse_args(argv)
     try:
-        jars = fetch()
+        jars = fetch_store(args.store) if args.store else fetch()
     except SparkRuntimeError as err:
         print(f"deltaopt: {err}", file=sys.stderr)
         return 1
-    print(f"Delta Lake {delta_version()} jars cached in {ivy_home() / 'jars'}:")
+    what = f"the {args.store} connector's" if args.store else f"Delta Lake {delta_version()}"
+    print(f"{what} jars cached in {jars[0].parent}:")
     for jar in jars:
         print(f"  {jar.name}")
     return 0

@@ -18,11 +18,12 @@ otherwise through delta-rs. Which one runs is detected and reported.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from optimizer.config import SparkSettings
+from optimizer.config import SparkSettings, TableSettings
 from optimizer.errors import SparkRuntimeError
 from optimizer.table.committer import COMMIT_CONF  # SparkSettings.commit, readable by jobs wherever they run
 
@@ -84,14 +85,17 @@ def session_mode(settings: SparkSettings) -> Mode:
     return "embedded" if settings.master.startswith("local") else "cluster"
 
 
-def build_session(settings: SparkSettings | None = None) -> SparkSession:
-    """Build (or return the active) SparkSession for `settings`.
+def build_session(settings: SparkSettings | None = None, tables: Sequence[TableSettings] = ()) -> SparkSession:
+    """Build (or return the active) SparkSession for `settings`, able to reach `tables`: their object
+    stores' connector jars (fetched and cached like Delta's) and storage options (`optimizer.table.storage`).
 
     Raises `SparkRuntimeError` when Spark cannot start (no Java, unreachable master or Connect server).
     """
     settings = settings or SparkSettings()
     mode = session_mode(settings)
     conf = dict(REQUIRED_CONF)
+    if mode != "connect":  # a Connect server reaches its stores with its own jars and settings
+        conf.update(store_conf(tables))
     if mode == "embedded":
         conf.update(EMBEDDED_CONF)
         log4j = Path(__file__).with_name("log4j2.properties")
@@ -99,7 +103,10 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
         if settings.driver_memory:
             conf["spark.driver.memory"] = settings.driver_memory
     conf["spark.sql.shuffle.partitions"] = str(settings.shuffle_partitions)
-    conf.update(settings.conf)
+    stores_jars = conf.get("spark.jars")
+    conf.update(settings.conf)  # the operator's settings win; their jars and the stores' connectors both load
+    if stores_jars and settings.conf.get("spark.jars"):
+        conf["spark.jars"] = f"{settings.conf['spark.jars']},{stores_jars}"
 
     conf[COMMIT_CONF] = settings.commit
     delta = settings.delta_mode if mode != "connect" else "off"  # a Connect client cannot add jars
@@ -121,6 +128,21 @@ def build_session(settings: SparkSettings | None = None) -> SparkSession:
         raise SparkRuntimeError("spark.delta is required but the session has no Delta engine classes")
     log.info("spark session ready: %s", info.describe())
     return spark
+
+
+def store_conf(tables: Sequence[TableSettings]) -> dict[str, str]:
+    """Connector jars for the stores `tables` live in, and each S3 table's bucket settings."""
+    from optimizer import delta_jars
+    from optimizer.table.storage import hadoop_conf, scheme_of
+
+    conf: dict[str, str] = {}
+    stores = {delta_jars.STORE_OF_SCHEME[s] for t in tables if (s := scheme_of(t.path)) in delta_jars.STORE_OF_SCHEME}
+    jars = [delta_jars.store_conf(store)["spark.jars"] for store in sorted(stores)]
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+    for table in tables:
+        conf.update(hadoop_conf(table.path, table.storage_options))
+    return conf
 
 
 def _why_delta_failed(err: SparkRuntimeError) -> str:

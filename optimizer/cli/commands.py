@@ -97,7 +97,15 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     settings = config.spark if config else SparkSettings()
     if args.connect:
         settings = settings.model_copy(update={"connect_url": args.connect})
-    spark = build_session(settings)
+    if args.commit:
+        settings = settings.model_copy(update={"commit": args.commit})
+    spark = build_session(settings, config.tables if config else ())
+    if config is not None and configured is not None:
+        from optimizer.catalog import resolve_tables
+
+        config = resolve_tables(config, spark)
+        configured = config.table(configured.name)
+        path = configured.path
     table = open_table(path)
     snapshot = table.snapshot()
     features = _optimize_features(args, spark, table, configured, config)

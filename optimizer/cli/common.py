@@ -36,4 +36,9 @@ def watched(args: argparse.Namespace):
 
         thresholds = table.thresholds.model_copy(update={"workload_window": parse_duration(args.window)})
         table = table.model_copy(update={"thresholds": thresholds})
-    return config, table, build_session(config.spark), open_table(table.path), QueryLogTable(table.query_log_path)
+    from optimizer.catalog import resolve_tables
+
+    spark = build_session(config.spark, config.tables)
+    config = resolve_tables(config, spark)
+    table = config.table(table.name)
+    return config, table, spark, open_table(table.path), QueryLogTable(table.query_log_path)

@@ -111,7 +111,12 @@ def _add_optimize(commands: Any) -> None:
     opt.add_argument("--codec-level", type=int, help="codec level (zstd 1-22)")
     opt.add_argument("--row-group-size", help="Parquet row-group size, e.g. 16MiB (default: configured)")
     opt.add_argument("--output-json", help="writer settings as JSON (what the service sends a cluster)")
-    opt.add_argument("--connect", help="run the data work on this Spark Connect server (sc://host:port)")
+    opt.add_argument("--connect", help="run on this Spark Connect server (sc://host:port): Delta's OPTIMIZE there")
+    opt.add_argument(
+        "--commit",
+        choices=["auto", "delta-spark", "delta-rs"],
+        help="who commits (default: configured, else auto); delta-rs beside Delta writers only when set here",
+    )
     opt.add_argument(
         "--no-key-statistics",
         action="store_true",

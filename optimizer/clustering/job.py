@@ -19,19 +19,20 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from optimizer.clustering.by_delta import optimize_with_delta
 from optimizer.clustering.joined import joined_ranges
 from optimizer.clustering.layout import Layout, Progress, cluster_frame, fingerprint_columns, wrap64
-from optimizer.clustering.liquid import cluster_with_delta, describe
+from optimizer.clustering.result import OptimizeResult
 from optimizer.errors import ClusteringError, CommitOutcomeUnknownError
 from optimizer.features import FeatureSet
 from optimizer.skipping.collect import stats_spec
 from optimizer.skipping.extended import ExtendedStats, delete_index, to_json, unclustered_files, write_index
 from optimizer.skipping.health import layout_health
 from optimizer.table.access import DataFile, Snapshot, StagedFile
-from optimizer.table.committer import Committer, RewriteRequest, committer_for
+from optimizer.table.committer import Committer, RewriteRequest, commit_engine, committer_for
 from optimizer.table.key_stats import describe_change, indexing_properties, key_columns
 from optimizer.table.output import OutputSettings, resolve_output
 from optimizer.table.protocol import check_rewritable
@@ -43,47 +44,6 @@ if TYPE_CHECKING:
     from optimizer.table.access import TableAccess
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class OptimizeResult:
-    run_id: str
-    version: int | None  # committed version (None: nothing to do)
-    files_in: int
-    files_out: int
-    bytes_in: int
-    bytes_out: int
-    rows: int
-    distinct_vectors: int
-    sop_partitions: int
-    dimensions: tuple[str, ...]
-    features: Mapping[str, object]
-    seconds: Mapping[str, float] = field(default_factory=dict)
-    output: Mapping[str, object] = field(default_factory=dict)  # codec and row-group size written with
-    committed_by: str = ""  # "delta-spark" (Delta's transaction) or "delta-rs"; empty when nothing was committed
-    properties: Mapping[str, str] = field(default_factory=dict)  # table properties set first (key statistics)
-    health: Mapping[str, Any] = field(default_factory=dict)  # the keys' layout health before and after
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-    @classmethod
-    def nothing(cls, run_id: str, features: FeatureSet, properties: Mapping[str, str]) -> OptimizeResult:
-        """A run that found no file to rewrite (it may still have set the keys' statistics properties)."""
-        return cls(
-            run_id=run_id,
-            version=None,
-            files_in=0,
-            files_out=0,
-            bytes_in=0,
-            bytes_out=0,
-            rows=0,
-            distinct_vectors=0,
-            sop_partitions=0,
-            dimensions=(),
-            features=features.as_dict(),
-            properties=properties,
-        )
 
 
 @dataclass(frozen=True)
@@ -116,15 +76,16 @@ def optimize(
     """Rewrite `files` (default: the files no deltaopt run clustered) with the combined layout, written
     with `output`'s codec and row-group size (the table's own codec property wins). With
     `stats_for_keys`, clustering keys without min/max statistics get them first (`table.key_stats`). A
-    liquid table is clustered by Delta on the Z features' columns instead (`clustering.liquid`). Raises
-    `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing committed),
-    `TableAccessError`. Delta's transaction commits where `spark` has Delta's engine."""
-    started, committer = time.perf_counter(), committer_for(table, spark)
-    committer.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
+    liquid table, or any table in a SQL-only session, is laid out by Delta's commands (`clustering.by_delta`).
+    Raises `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing
+    committed), `TableAccessError`. Delta's transaction commits where `spark` has Delta's engine."""
+    started, engine, run_id = time.perf_counter(), commit_engine(spark), run_id or uuid.uuid4().hex[:16]
     snapshot = snapshot or table.snapshot()  # a feature the rewrite cannot honour: refused before any work
-    run_id = run_id or uuid.uuid4().hex[:16]
-    if snapshot.features.clustered and committer.engine == "delta-spark" and not snapshot.features.unknown():
-        return _liquid(spark, table, features, run_id, progress)
+    liquid = engine == "delta-spark" and snapshot.features.clustered and not snapshot.features.unknown()
+    if engine == "delta-sql" or liquid:  # Delta's own commands lay it out
+        return optimize_with_delta(spark, table, features, snapshot, run_id, progress, metadata=metadata, files=files)
+    committer = committer_for(table, spark, snapshot)
+    committer.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
     check_rewritable(snapshot.features, table.uri, delta_engine=committer.engine == "delta-spark")
     properties = indexing_properties(snapshot, key_columns(features)) if stats_for_keys else {}
     if properties:
@@ -137,8 +98,7 @@ def optimize(
     clock = time.perf_counter()
     version = _commit(committer, snapshot, chosen, staged, features, run_id=run_id, rows=staged.rows, metadata=metadata)
     seconds = {"cluster": staged.cluster_seconds, "write": staged.write_seconds, "commit": time.perf_counter() - clock}
-    health = _health(table, snapshot, version, features)
-    seconds["total"] = time.perf_counter() - started
+    health, seconds["total"] = _health(table, snapshot, version, features), time.perf_counter() - started
     progress(f"committed version {version} in {seconds['total']:.1f}s")
     return OptimizeResult(
         run_id=run_id,
@@ -157,33 +117,6 @@ def optimize(
         committed_by=committer.engine,
         properties=properties,
         health=health,
-    )
-
-
-def _liquid(
-    spark: SparkSession, table: TableAccess, features: FeatureSet, run_id: str, progress: Progress
-) -> OptimizeResult:
-    """A liquid table: its keys set from the Z features, clustered by Delta's own OPTIMIZE."""
-    started = time.perf_counter()
-    version, done = cluster_with_delta(spark, table, features)
-    summary = describe(done)
-    progress(summary)
-    return OptimizeResult(
-        run_id=run_id,
-        version=version,
-        files_in=done["files_in"],
-        files_out=done["files_out"],
-        bytes_in=done["bytes_in"],
-        bytes_out=done["bytes_out"],
-        rows=0,  # Delta's OPTIMIZE reports files, not rows; its own transaction kept them
-        distinct_vectors=0,
-        sop_partitions=0,
-        dimensions=tuple(done["keys"]),
-        features=features.as_dict(),
-        seconds={"total": round(time.perf_counter() - started, 3)},
-        output={"writer": "delta", "clustering": summary},
-        committed_by="delta-spark" if version is not None else "",
-        properties={"clusterBy": ",".join(done["keys"])} if done["keys_changed"] else {},
     )
 
 

@@ -11,7 +11,7 @@ fixed rule. Every number that went into the decision is in the returned record.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from optimizer.analysis.sample import evaluate
 from optimizer.config import Thresholds
 from optimizer.estimate.layouts import WorkloadReplay, evaluate_layouts, search_features, workload_replay
 from optimizer.estimate.record import Decision, Verdict, analysis_summary, basis, decide, window_note
+from optimizer.features import FeatureSet
 from optimizer.skipping.extended import ExtendedStats, load_index
 from optimizer.table.access import DataFile, Snapshot
 from optimizer.table.key_stats import key_statistics
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from optimizer.table.access import TableAccess
     from querylog.store import OlderRecords
 
+Applies = Callable[[FeatureSet], FeatureSet]  # the part of a feature set a job can lay out
+
 
 def estimate(
     context: TableContext,
@@ -43,9 +46,12 @@ def estimate(
     seed: int = 17,
     snapshot: Snapshot | None = None,
     index: Mapping[str, ExtendedStats] | None = None,
+    applies: Applies | None = None,
 ) -> Decision:
     """Decide whether to optimise `files` (default: the files no deltaopt run clustered). A caller
-    that already read the table passes its `snapshot` and the extended-stats `index` read with it."""
+    that already read the table passes its `snapshot` and the extended-stats `index` read with it.
+    `applies` is the part of a feature set the job that will run can lay out (Delta's own OPTIMIZE
+    cannot apply SOP features, for one): only that part is searched and priced."""
     clock = time.perf_counter()
     table, table_id, log, now = context.table, context.table_id, context.log, context.now
     thresholds = context.thresholds
@@ -76,6 +82,7 @@ def estimate(
         inputs = _Inputs(
             table, snapshot, index, new, sample, records, older, thresholds, context.cost_model, now, context.locations
         )
+        inputs = replace(inputs, applies=applies)
         return _decide_on_sample(inputs, base, started=clock)
 
 
@@ -95,6 +102,7 @@ class _Inputs:
     cost_model: CostModel
     now: datetime
     locations: Mapping[str, str]  # other tables by name: the dimensions joined features read
+    applies: Applies | None = None  # what the job can lay out of a feature set (None: all of it)
 
     def analyse(self, table: str) -> Analysis:
         """The analysis of the window's records on the sample (joined features among `locations`)."""
@@ -121,8 +129,11 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
     i, thresholds = inputs, inputs.thresholds
     analysis = i.analyse(base["table"])
     seconds = {"analyse": time.perf_counter() - started}
-    joined = analysis.features.joined  # not searched: the layouts compared below are with and without them
-    features = replace(analysis.features, joined=())
+    analysed, note = analysis.features, ""
+    if i.applies is not None:
+        analysed, note = _applicable(i.applies, analysed)
+    joined = analysed.joined  # not searched: the layouts compared below are with and without them
+    features = replace(analysed, joined=())
     if features.is_empty and not joined:
         reason = "no clustering features: the workload's filters give none" + window_note(i.older, i.records)
         return Decision(
@@ -157,11 +168,11 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
     reason += "; " + basis(best.benefit)
     if len(evaluated) > 1:
         reason += f"; layout: {best.name} (of {', '.join(e.name for e in evaluated)})"
-    note, keys = key_statistics(i.snapshot, best.features, thresholds.stats_for_clustering_keys)
+    stats_note, keys = key_statistics(i.snapshot, best.features, thresholds.stats_for_clustering_keys)
     return Decision(
         **base,
         action=action,
-        reason=reason + note,
+        reason=reason + note + stats_note,
         key_statistics=keys,
         net=round(best.net, 4),
         cost=best.cost,
@@ -173,6 +184,14 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
         seconds=_rounded(seconds),
         search=search.as_dict() if search is not None else None,
     )
+
+
+def _applicable(applies: Applies, features: FeatureSet) -> tuple[FeatureSet, str]:
+    """The part of `features` the job can apply, and what the reason says of the rest."""
+    kept = applies(features)
+    left = [f.expression for f in features.z if f not in kept.z] + [f"SOP {f.predicate}" for f in features.sop]
+    left += [f"joined {j.dimension}.{j.attribute}" for j in features.joined if j not in kept.joined]
+    return kept, (f"; priced as the job can apply it, without {', '.join(left)}" if left else "")
 
 
 def _rounded(seconds: Mapping[str, float]) -> dict[str, float]:

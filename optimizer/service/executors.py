@@ -64,6 +64,7 @@ class JobOutcome:
 
 class Executor(Protocol):
     name: str
+    sql_only: bool  # the job is Delta's own OPTIMIZE driven by SQL: only plain-column Z features apply
 
     def run(self, request: OptimizeRequest) -> JobOutcome: ...
 
@@ -71,9 +72,10 @@ class Executor(Protocol):
 class SparkExecutor:
     """Runs the job in-process with the service's own SparkSession."""
 
-    def __init__(self, name: str, session: Callable[[], SparkSession]) -> None:
+    def __init__(self, name: str, session: Callable[[], SparkSession], sql_only: bool = False) -> None:
         self.name = name
         self._session = session
+        self.sql_only = sql_only
 
     def run(self, request: OptimizeRequest) -> JobOutcome:
         from optimizer.clustering import optimize
@@ -137,21 +139,26 @@ def optimize_command(request: OptimizeRequest) -> list[str]:
 
 
 class ConnectExecutor:
-    """Runs ``deltaopt optimize --connect URL`` as a child process: the data work happens on the Spark
-    Connect server, the commit in the child. (PySpark refuses a Connect session in a process that already
-    runs a classic one, as the service's own Spark is.)"""
+    """Runs ``deltaopt optimize --connect URL`` as a child process (PySpark refuses a Connect session in
+    a process that already runs a classic one, as the service's own Spark is). Only SQL reaches the
+    server, so the job is the server's Delta ``OPTIMIZE ... ZORDER BY``, committed there
+    (`optimizer.clustering.by_delta`); with ``spark.commit: delta-rs`` the operator chose instead that the
+    data work runs on the server and the child commits with delta-rs."""
 
     name = "connect"
 
-    def __init__(self, url: str, timeout: float = 6 * 3600) -> None:
+    def __init__(self, url: str, timeout: float = 6 * 3600, commit: str = "auto") -> None:
         self.url = url
         self.timeout = timeout
+        self.commit = commit
+        self.sql_only = commit != "delta-rs"
 
     def run(self, request: OptimizeRequest) -> JobOutcome:
         import subprocess
         import sys
 
         command = [sys.executable, "-m", "optimizer.cli", *optimize_command(request), "--connect", self.url]
+        command += ["--commit", self.commit]
         started = time.perf_counter()
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout, check=False)
@@ -174,7 +181,13 @@ class ConnectExecutor:
             result["bytes_out"],
             result["rows"],
             round(time.perf_counter() - started, 3),
-            {"dimensions": result["dimensions"], "sop_partitions": result["sop_partitions"], "connect_url": self.url},
+            {
+                "dimensions": result["dimensions"],
+                "sop_partitions": result["sop_partitions"],
+                "connect_url": self.url,
+                "committed_by": result["committed_by"],
+                "output": result["output"],
+            },
         )
 
 
@@ -183,6 +196,7 @@ class DatabricksExecutor:
     and waits for it to finish."""
 
     name = "databricks"
+    sql_only = False  # a classic cluster: deltaopt's own job, committed by the cluster's Delta
 
     def __init__(self, settings: DatabricksSettings, cluster_id: str, environ: dict[str, str] | None = None) -> None:
         environ = dict(os.environ if environ is None else environ)
@@ -291,6 +305,8 @@ def choose_executor(
         if not execution.connect_url:
             raise JobSubmissionError("execution.mode is connect but execution.connect_url is not set")
         why = f"data written by {engine or 'Spark'}; Spark Connect at {execution.connect_url}"
-        return ConnectExecutor(execution.connect_url), why
+        return ConnectExecutor(execution.connect_url, commit=spark_settings.commit), why
     reason = f"data written by {engine or 'an unknown engine'}" if mode == "auto" else "execution.mode is local"
-    return SparkExecutor("local", local), f"{reason}: in-process Spark"
+    sql_only = spark_settings.connect_url is not None and spark_settings.commit != "delta-rs"
+    where = f"Spark Connect at {spark_settings.connect_url}" if spark_settings.connect_url else "in-process Spark"
+    return SparkExecutor("local", local, sql_only=sql_only), f"{reason}: {where}"

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from costmodel.cost import load as load_cost_model
+from optimizer.catalog import resolve_tables
 from optimizer.config import Config
 from optimizer.runtime import build_session
 from optimizer.service.decisions import DecisionLog
@@ -32,14 +33,19 @@ GRACE_SECONDS = 60
 
 
 def context(config: Config, spark: Callable[[], SparkSession] | None = None) -> ServiceContext:
+    """What the ticks share. Tables named in the catalog are resolved to their locations here (building
+    the session only then), and every table's location registered with its storage options."""
     sessions: list[SparkSession] = []
     lock = threading.Lock()
+    tables = config.tables
 
     def session() -> SparkSession:
         with lock:
             if not sessions:
-                sessions.append(build_session(config.spark))
+                sessions.append(build_session(config.spark, tables))
             return sessions[0]
+
+    config = resolve_tables(config, spark or session)
 
     return ServiceContext(
         config=config,

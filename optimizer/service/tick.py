@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from costmodel.cost import CostModel
 from optimizer.analysis.context import TableContext
 from optimizer.catalog import table_locations
+from optimizer.clustering.by_delta import delta_expressible
 from optimizer.clustering.groups import layout_key
 from optimizer.config import Config, TableSettings
 from optimizer.errors import KNOWN, CommitConflictError, UnsupportedTableError
@@ -155,13 +156,16 @@ def _tick(
     context = TableContext(
         ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model, ctx.locations()
     )
-    decision = estimate(context, snapshot=snapshot, index=load_index(delta, snapshot))
+    commits = delta.history((state.last_optimized_version or -1) + 1)
+    job = ctx.executor_for(table, commits)  # what it can apply is what the estimate prices
+    applies = delta_expressible if job[0].sql_only else None
+    decision = estimate(context, snapshot=snapshot, index=load_index(delta, snapshot), applies=applies)
     draft.decision = decision
     draft.action, draft.reason = Action(decision.action), decision.reason
     if decision.features is not None:  # what the estimate would lay data out on for today's workload
         state = state.with_layout(layout_key(decision.features), now)
     if not decision.optimize:
-        return _drift(table, ctx, now, state, draft, dry_run=dry_run, delta=delta, log_table=log_table)
+        return _drift(table, ctx, now, state, draft, dry_run=dry_run, job=job, delta=delta, log_table=log_table)
     draft.merge = None if ctx.stopping.is_set() else plan_merge(context, state, decision)
     files: tuple[str, ...] | None = None
     if draft.merge is not None and draft.merge.taken and draft.merge.decision is not None:
@@ -173,7 +177,7 @@ def _tick(
         return state
     features = decision.features or FeatureSet()  # an optimise verdict always has features
     state = _run_job(
-        table, ctx, now, state, draft, delta=delta, features=features, files=files, read_version=decision.version
+        table, ctx, now, state, draft, job=job, features=features, files=files, read_version=decision.version
     )
     if files is not None and draft.merge is not None and draft.action is Action.OPTIMIZE:  # committed
         state = state.with_reclustered(now, draft.merge.bytes)
@@ -188,11 +192,13 @@ def _drift(
     draft: _Draft,
     *,
     dry_run: bool,
+    job: tuple[Executor, str],
     delta: Any,
     log_table: QueryLogTable,
 ) -> TableState:
-    """No new data to optimise: re-cluster files laid out for an older workload, if that pays."""
-    if ctx.stopping.is_set():
+    """No new data to optimise: re-cluster files laid out for an older workload, if that pays (not
+    where Delta's own OPTIMIZE runs the job: it cannot be pointed at chosen files)."""
+    if ctx.stopping.is_set() or job[0].sql_only:
         return state
     context = TableContext(
         ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model, ctx.locations()
@@ -210,15 +216,7 @@ def _drift(
         return state
     features = plan.decision.features or FeatureSet()
     state = _run_job(
-        table,
-        ctx,
-        now,
-        state,
-        draft,
-        delta=delta,
-        features=features,
-        files=plan.files,
-        read_version=plan.decision.version,
+        table, ctx, now, state, draft, job=job, features=features, files=plan.files, read_version=plan.decision.version
     )
     if draft.action is Action.RECLUSTER:  # committed (a lost race is RECLUSTER_LOST_RACE)
         # the new layout was just estimated; the rest of the old group is due again on the next tick
@@ -235,17 +233,16 @@ def _run_job(
     state: TableState,
     draft: _Draft,
     *,
-    delta: Any,
+    job: tuple[Executor, str],
     features: FeatureSet,
     files: tuple[str, ...] | None,
     read_version: int,
 ) -> TableState:
-    """Run the OPTIMIZE job of a decision on the executor the writers' commits point to."""
+    """Run the OPTIMIZE job of a decision on `job`: the executor the writers' commits point to, and why."""
     if ctx.stopping.is_set():
         draft.action, draft.reason = Action.SKIP, draft.reason + "; service shutting down: not started"
         return state
-    commits = delta.history((state.last_optimized_version or -1) + 1)
-    executor, why = ctx.executor_for(table, commits)
+    executor, why = job
     run = RunInProgress(uuid.uuid4().hex[:16], read_version, now.isoformat())
     ctx.state.save(state.with_(run=run))  # a crash from here on is settled by the next tick
     request = OptimizeRequest(

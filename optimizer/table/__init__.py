@@ -7,5 +7,8 @@ __all__ = ["Commit", "DataFile", "DeltaRsTable", "Snapshot", "StagedFile", "Tabl
 
 
 def open_table(uri: str, storage_options: dict[str, str] | None = None) -> TableAccess:
-    """The table at `uri`; nothing is read until a method is called."""
-    return DeltaRsTable(uri, storage_options)
+    """The table at `uri`; nothing is read until a method is called. Without `storage_options`, those the
+    configuration registered for its location (`optimizer.table.locations`)."""
+    from optimizer.table.locations import storage_options as registered
+
+    return DeltaRsTable(uri, storage_options if storage_options is not None else registered(uri) or None)

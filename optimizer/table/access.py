@@ -96,6 +96,8 @@ class Commit:
         if ours is None:  # committed through Delta's transaction: a commitInfo tag holding JSON
             tags = self.metadata.get("tags")
             ours = _json_object(tags.get(CUSTOM_METADATA_KEY)) if isinstance(tags, Mapping) else None
+        if ours is None:  # committed by Delta's own OPTIMIZE: the user metadata deltaopt set for it
+            ours = (_json_object(self.metadata.get("userMetadata")) or {}).get(CUSTOM_METADATA_KEY)
         return ours if isinstance(ours, Mapping) else {}
 
     @property

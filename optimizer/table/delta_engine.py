@@ -187,16 +187,7 @@ class DeltaEngine:
 
     @property
     def sql_name(self) -> str:
-        """The table in Spark SQL, ``delta.`<uri>```, rendered by sqlglot (never spliced)."""
-        from sqlglot import exp
+        """The table in Spark SQL: its catalog name, else ``delta.`<uri>``` (`optimizer.table.locations`)."""
+        from optimizer.table.locations import sql_name
 
-        return exp.Table(this=exp.to_identifier(self.uri, quoted=True), db="delta").sql("spark")
-
-    def clustering_columns(self) -> tuple[str, ...] | None:
-        """The table's liquid clustering keys as DESCRIBE DETAIL names them (None: not clustered)."""
-        try:
-            row = self.spark.sql(f"DESCRIBE DETAIL {self.sql_name}").collect()[0].asDict()
-        except Exception:  # a session or table that cannot describe itself: the protocol alone decides
-            return None
-        columns = row.get("clusteringColumns")
-        return tuple(columns) if columns else None
+        return sql_name(self.uri)

@@ -33,6 +33,7 @@ from optimizer.table.reading import read_rows
 from optimizer.table.rewrite import check_rewrite, check_staged, outcome_after_failure
 from optimizer.table.staging import absolute_local, check_schema, partition_values, row_for
 from optimizer.table.stats import StatsColumn, collect_file_stats, data_columns, delta_stats_json, stats_columns
+from optimizer.table.storage import arrow_filesystem
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -362,7 +363,7 @@ class DeltaRsTable:
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         if _is_uri(self.uri):
-            return pafs.FileSystem.from_uri(self.uri)
+            return arrow_filesystem(self.uri, self.storage_options)
         return pafs.LocalFileSystem(), self.uri
 
     def _list_parquet(self, directory: str) -> dict[str, int]:

@@ -75,7 +75,9 @@ class DeltaSparkCommitter:
     def commit_safety(self) -> str:
         """How Delta's ``LogStore`` makes this table's commits atomic; raises `UnsafeStoreError` where it
         is only safe for writers of one Spark driver (deploy/OPERATIONS.md, "Commit safety per store")."""
-        return delta_commit_safety(self.table.uri, self._package, self.spark.conf.get)
+        from optimizer.table.locations import single_writer
+
+        return delta_commit_safety(self.table.uri, self._package, self.spark.conf.get, single_writer(self.table.uri))
 
     def rewrite(self, request: RewriteRequest, *, before_commit: Callable[[int], None] | None = None) -> int:
         """Commit `request` as one Delta OPTIMIZE; returns the version Delta committed.
@@ -282,12 +284,15 @@ SINGLE_DRIVER = {
 DYNAMO_STORE = "io.delta.storage.S3DynamoDBLogStore"
 
 
-def delta_commit_safety(uri: str, package: str, conf: Callable[[str, str | None], str | None]) -> str:
+def delta_commit_safety(
+    uri: str, package: str, conf: Callable[[str, str | None], str | None], single_writer: bool = False
+) -> str:
     """How Delta commits to `uri` are made atomic, from the session's ``spark.delta.logStore.*`` settings.
 
     Local disk is allowed: Delta serialises its own commits within a JVM, and other processes' writers
     (delta-rs) use an atomic rename-if-absent. S3 and Blob storage are refused unless commits are
-    coordinated across drivers (``S3DynamoDBLogStore``, or Databricks' own commit service)."""
+    coordinated across drivers (``S3DynamoDBLogStore``, or Databricks' own commit service), or the
+    configuration says deltaopt is the table's only writer while it runs (`single_writer`)."""
     from urllib.parse import urlparse
 
     from optimizer.table.commit_safety import UnsafeStoreError
@@ -303,10 +308,13 @@ def delta_commit_safety(uri: str, package: str, conf: Callable[[str, str | None]
         return f"Delta's {MULTI_DRIVER[scheme]}"
     if scheme in ("", "file"):
         return f"Delta's {SINGLE_DRIVER[scheme]}; other processes' writers rename atomically"
+    if scheme in SINGLE_DRIVER and single_writer:
+        return f"Delta's {SINGLE_DRIVER[scheme]}; configured: no other writer commits while deltaopt runs"
     if scheme in SINGLE_DRIVER:
         raise UnsafeStoreError(
             f"{uri}: Delta's {SINGLE_DRIVER[scheme]} is safe only when every writer commits through this "
             f"Spark driver; set spark.delta.logStore.{scheme}.impl={DYNAMO_STORE} with a lock table every writer "
-            "uses, or run the job on the writers' own cluster; nothing was committed"
+            "uses, run the job on the writers' own cluster, or set single_writer: true on the table if no other "
+            "writer commits while deltaopt runs; nothing was committed"
         )
     raise UnsafeStoreError(f"{uri}: deltaopt does not know Delta's log store for '{scheme}://'; nothing was committed")

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CommitEngine = Literal["delta-spark", "delta-rs"]
+CommitEngine = Literal["delta-spark", "delta-sql", "delta-rs"]
 COMMIT_CONF = "spark.deltaopt.commit"  # the session's SparkSettings.commit (set by optimizer.runtime)
 
 

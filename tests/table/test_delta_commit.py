@@ -318,3 +318,15 @@ def test_a_row_tracking_rewrite_whose_rows_lack_their_ids_is_refused(delta_spark
         _staged_rewrite(spark, table, before)
     assert table.snapshot().version == before.version
     assert sorted(p.name for p in Path(path).rglob("*.parquet")) == files_before
+
+
+def test_a_single_driver_log_store_is_allowed_only_where_the_operator_says_no_one_else_writes():
+    from optimizer.table.commit_safety import UnsafeStoreError
+    from optimizer.table.deltaspark import delta_commit_safety
+
+    default = lambda _key, value: value  # noqa: E731 - no log store configured
+    assert "no other writer" in delta_commit_safety("s3a://b/t", "org.apache.spark.sql.delta", default, True)
+    with pytest.raises(UnsafeStoreError, match="single_writer: true"):
+        delta_commit_safety("s3a://b/t", "org.apache.spark.sql.delta", default, False)
+    with pytest.raises(UnsafeStoreError, match="does not know"):  # an unknown store stays refused
+        delta_commit_safety("foo://x/t", "org.apache.spark.sql.delta", default, True)

@@ -1,0 +1,71 @@
+"""Real servers for the cluster tests, started by the tests themselves from what `make install` put in
+the environment: Spark's standalone master and worker and its Connect server (the installed PySpark),
+with Delta's jars where a cluster would have them, and an S3-compatible server (moto)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyspark
+
+SPARK_HOME = os.path.dirname(pyspark.__file__)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def running(command: Sequence[str], port: int, log_file: Path, timeout: float = 180) -> Iterator[subprocess.Popen]:
+    """`command` started, waited for until it listens on `port`, and stopped afterwards. Fails the test
+    with the end of its log when it does not come up."""
+    env = {**os.environ, "SPARK_HOME": SPARK_HOME, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    with open(log_file, "w") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env)
+        try:
+            _wait(process, port, log_file, timeout)
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _wait(process: subprocess.Popen, port: int, log_file: Path, timeout: float) -> None:
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        with socket.socket() as client:
+            if client.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    pytest.fail(f"{' '.join(process.args[:3])} did not start: {log_file.read_text()[-3000:]}")
+
+
+def spark_class(name: str, *args: str) -> list[str]:
+    return [os.path.join(SPARK_HOME, "bin", "spark-class"), name, *args]
+
+
+def delta_submit_conf() -> list[str]:
+    """spark-submit arguments that give a server Delta's engine, as a cluster with Delta has it."""
+    from optimizer import delta_jars
+
+    conf = delta_jars.session_conf()
+    arguments = []
+    for key, value in conf.items():
+        arguments += ["--conf", f"{key}={value}"]
+    return arguments

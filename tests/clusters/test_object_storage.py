@@ -1,0 +1,107 @@
+"""A table on an S3-compatible endpoint (moto's server, started here) at ``s3a://``: the storage options
+in the configuration reach Spark (Hadoop's S3A connector, fetched and cached like Delta's jars), delta-rs
+and pyarrow, and Delta's transaction commits the OPTIMIZE."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.clusters.servers import free_port, running
+from tests.clusters.test_standalone import deltaopt
+
+pytestmark = pytest.mark.spark
+BUCKET = "deltaopt-tests"
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """moto's S3 server on a free port with one bucket: the storage options that reach it."""
+    import boto3
+
+    port = free_port()
+    logs = tmp_path_factory.mktemp("s3")
+    command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    with running(command, port, logs / "moto.log", timeout=60):
+        options = {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+            "AWS_ALLOW_HTTP": "true",
+        }
+        client = boto3.client(
+            "s3",
+            endpoint_url=options["AWS_ENDPOINT_URL"],
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
+        client.create_bucket(Bucket=BUCKET)
+        yield options
+
+
+def write_with_spark(root: Path, uri: str, options: dict[str, str]) -> None:
+    """The users' writer: Spark with Delta, through S3A, in a process of its own."""
+    script = textwrap.dedent(
+        f"""
+        from pyspark.sql import functions as F
+        from optimizer.config import SparkSettings, TableSettings
+        from optimizer.runtime import build_session
+        table = TableSettings(name="events", path={uri!r}, storage_options={options!r})
+        spark = build_session(SparkSettings(master="local[1]", delta="required"), [table])
+        frame = spark.range(0, 6000, 1, 4).withColumn("x", (F.col("id") * 7919) % 1000)
+        frame.write.format("delta").save({uri!r})
+        """
+    )
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=root, timeout=900
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def rows(uri: str, options: dict[str, str]):  # type: ignore[no-untyped-def]
+    """Every row, read by delta-rs with the same options, in id order."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(uri, storage_options=options).to_pyarrow_table().sort_by("id")
+
+
+def test_a_table_on_s3_is_optimised_through_deltas_transaction(s3, tmp_path):
+    from optimizer.table import open_table
+
+    uri = f"s3a://{BUCKET}/events"
+    write_with_spark(tmp_path, uri, s3)
+    before = rows(uri, s3)
+    config = tmp_path / "deltaopt.yaml"
+    table = {"name": "events", "path": uri, "single_writer": True}  # moto has no lock table: one writer at a time
+    data = {
+        "spark": {"master": "local[1]", "delta": "required"},
+        "storage_options": s3,
+        "tables": [table],
+        "service": {"state_dir": str(tmp_path / "state")},
+    }
+    config.write_text(yaml.safe_dump(data))
+    done = deltaopt("optimize", "--config", str(config), "--table", "events", "--z", "x", "--json", cwd=tmp_path)
+    assert done["committed_by"] == "delta-spark" and done["rows"] == 6000
+    last = open_table(uri, s3).history()[-1]
+    assert last.operation == "OPTIMIZE" and "Delta-Lake" in (last.engine or "") and last.is_deltaopt_optimize
+    assert rows(uri, s3).equals(before)
+
+    del table["single_writer"]  # another writer may commit: Delta's single-driver S3 log store is refused
+    config.write_text(yaml.safe_dump(data))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    command = [sys.executable, "-m", "optimizer.cli", "optimize", "--config", str(config), "--table", "events"]
+    refused = subprocess.run(
+        [*command, "--z", "x", "--all-files"], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert refused.returncode != 0 and "single_writer: true" in refused.stderr
+    assert open_table(uri, s3).history()[-1].version == last.version
