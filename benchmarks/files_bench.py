@@ -39,7 +39,7 @@ from sqlglot import exp
 
 from benchmarks.common import table, write_report
 from optimizer import tpch
-from optimizer.config import parse_size
+from optimizer.config_types import parse_size
 
 FEATURES = ("l_shipdate", "l_quantity", "l_discount")
 FILTERS = (

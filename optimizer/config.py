@@ -10,58 +10,16 @@ strings such as ``"90s"``, ``"5m"``, ``"7d"``. `deploy/config.example.yaml` docu
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
+from optimizer.config_types import ByteSize, Duration, StrictModel
 from optimizer.errors import ConfigError
 from optimizer.table.output import OutputSettings
 
-_SIZE_UNITS = {
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_size(value: Any) -> int:
-    """Bytes from an int or a string like ``"128MiB"`` (decimal and binary units)."""
-    if isinstance(value, bool):
-        raise ValueError("expected a size such as 134217728 or '128MiB'")
-    if isinstance(value, int | float):
-        return int(value)
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
-    unit = match.group(2).lower() if match else ""
-    if not match or (unit and unit not in _SIZE_UNITS):
-        raise ValueError(f"expected a size such as 134217728 or '128MiB', units {sorted(_SIZE_UNITS)}")
-    return int(float(match.group(1)) * _SIZE_UNITS.get(unit, 1))
-
-
-def parse_duration(value: Any) -> float:
-    """Seconds from a number or a string like ``"5m"``/``"7d"``."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration such as 300 or '5m'")
-    if isinstance(value, int | float):
-        return float(value)
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
-    unit = match.group(2).lower() if match else ""
-    if not match or (unit and unit not in _DURATION_UNITS):
-        raise ValueError(f"expected a duration such as 300 or '5m', units {sorted(_DURATION_UNITS)}")
-    return float(match.group(1)) * _DURATION_UNITS.get(unit or "s", 1)
-
-
-ByteSize = Annotated[int, BeforeValidator(parse_size), Field(ge=0)]
-Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
 READERS = ("standard", "deltaopt")
 
 
@@ -83,11 +41,7 @@ def _shares(value: dict[str, float]) -> dict[str, float]:
 Readers = Annotated[dict[str, float], BeforeValidator(parse_readers)]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Thresholds(_Model):
+class Thresholds(StrictModel):
     """Per-table knobs of the analyser, estimator and clustering job (thesis ch. 4-5 names in brackets)."""
 
     min_new_bytes: ByteSize = Field(1 << 30, description="unclustered bytes before an estimate is made")
@@ -190,7 +144,7 @@ class Thresholds(_Model):
         return OutputSettings(self.codec, self.codec_level, self.row_group_size, source)
 
 
-class SparkSettings(_Model):
+class SparkSettings(StrictModel):
     """Where Spark runs for the service itself (analysis, estimation, in-process jobs)."""
 
     master: str = Field("local[*]", description="Spark master URL; local[*] is the embedded default")
@@ -222,7 +176,7 @@ class SparkSettings(_Model):
         return self
 
 
-class DatabricksSettings(_Model):
+class DatabricksSettings(StrictModel):
     """Databricks Jobs API access. Credentials are read from the environment only, never from YAML."""
 
     host_env: str = Field("DATABRICKS_HOST", description="environment variable holding https://<workspace>")
@@ -230,9 +184,28 @@ class DatabricksSettings(_Model):
     python_wheel: str | None = Field(None, description="dbfs:/ or /Volumes path of the deltaopt wheel")
     timeout: Duration = Field(3600, gt=0, description="how long a submitted run may take")
     poll_interval: Duration = Field(15, gt=0)
+    existing_cluster_id: str | None = Field(None, description="run on this all-purpose cluster")
+    new_cluster: dict[str, Any] | None = Field(
+        None, description="a job cluster per run (the Jobs API's new_cluster: spark_version, node_type_id, ...)"
+    )
+    policy_id: str | None = Field(None, description="cluster policy for new_cluster")
+    serverless: bool = Field(
+        False,
+        description="serverless jobs compute: no JVM access there, so the job is Delta's own OPTIMIZE ZORDER BY "
+        "and only plain-column Z features are applied (and priced)",
+    )
+
+    @model_validator(mode="after")
+    def _one_compute(self) -> DatabricksSettings:
+        chosen = [k for k in ("existing_cluster_id", "new_cluster", "serverless") if getattr(self, k)]
+        if len(chosen) > 1:
+            raise ValueError(f"choose one of existing_cluster_id, new_cluster, serverless; got {chosen}")
+        if self.policy_id and not self.new_cluster:
+            raise ValueError("policy_id applies to new_cluster, which is not set")
+        return self
 
 
-class ExecutionSettings(_Model):
+class ExecutionSettings(StrictModel):
     """Where OPTIMIZE jobs run. ``auto`` follows the commitInfo of the commits that wrote the data."""
 
     mode: Literal["auto", "local", "connect", "databricks"] = "auto"
@@ -240,7 +213,7 @@ class ExecutionSettings(_Model):
     databricks: DatabricksSettings = Field(default_factory=DatabricksSettings)
 
 
-class TableSettings(_Model):
+class TableSettings(StrictModel):
     """One watched table: by its location (``path``) or by its name in the session's catalog (``table``)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
@@ -282,7 +255,7 @@ class TableSettings(_Model):
         return self.table_id or self.name
 
 
-class ServiceSettings(_Model):
+class ServiceSettings(StrictModel):
     state_dir: str = Field("deltaopt-state", description="per-table state (log position, runs)")
     cost_model: str | None = Field(None, description="calibrated cost model JSON; default <state_dir>/costmodel.json")
     decisions_table: str | None = Field(None, description="Delta table of decisions; default <state_dir>/decisions")
@@ -299,7 +272,7 @@ class ServiceSettings(_Model):
         return self.cost_model or str(Path(self.state_dir) / "costmodel.json")
 
 
-class SchemaSettings(_Model):
+class SchemaSettings(StrictModel):
     """Where the schemas of tables that logged queries join come from (`optimizer.catalog`), so every
     column resolves to its table; the watched tables' own schemas are always used."""
 
@@ -308,7 +281,7 @@ class SchemaSettings(_Model):
     spark_catalog: bool = Field(False, description="also read the tables of the Spark session's catalog")
 
 
-class LoggingSettings(_Model):
+class LoggingSettings(StrictModel):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = Field("text", description="text for humans, json for log shippers")
     decision_log: str | None = Field(
@@ -316,7 +289,7 @@ class LoggingSettings(_Model):
     )
 
 
-class Config(_Model):
+class Config(StrictModel):
     version: Literal[1] = 1
     spark: SparkSettings = Field(default_factory=SparkSettings)
     defaults: Thresholds = Field(default_factory=Thresholds)

@@ -5,19 +5,23 @@ Three ways to reach Spark, chosen by configuration:
 * **embedded** (default): ``local[*]`` in this process, with the settings docs/ARCHITECTURE.md
   ("Runtime facts") requires (UTC session time zone, microsecond Parquet timestamps so delta-rs can read the files, no
   ``_SUCCESS`` markers in table directories, few shuffle partitions).
-* **cluster**: any other master URL (``spark://``, ``yarn``, ``k8s://``).
+* **cluster**: any other master URL (``spark://``, ``yarn``, ``k8s://``), or, when the configuration
+  names no master, the Spark this process was started in (spark-submit, a Databricks job): its master,
+  jars and Delta, never replaced by an embedded one.
 * **connect**: a Spark Connect URL (``sc://``), e.g. the cluster that wrote the data.
 
-Data work is the same in all three: Spark reads and writes Parquet, and the Delta log is read by
-delta-rs on the driver (see `optimizer.table`). Embedded and cluster sessions load the Delta Lake engine
-(the jars `optimizer.delta_jars` caches in the environment) unless ``spark.delta: off``; when the
-session has it, OPTIMIZE commits through Delta's own transaction (`optimizer.table.committer`),
-otherwise through delta-rs. Which one runs is detected and reported.
+Data work is the same in the first two: Spark reads and writes Parquet, the Delta log is read by
+delta-rs on the driver (see `optimizer.table`). Sessions deltaopt builds load the Delta Lake engine (the
+jars `optimizer.delta_jars` caches in the environment) unless ``spark.delta: off``, and the stores'
+connectors their tables need; where the session has Delta, OPTIMIZE commits through Delta's own
+transaction. A Connect session has no JVM here: Delta's own OPTIMIZE runs on the server
+(`optimizer.table.committer`, docs/CLUSTERS.md). Which one commits is detected and reported.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,12 +69,13 @@ class RuntimeInfo:
     master: str
     spark_version: str
     delta_jvm: bool | None  # None: cannot be checked (Spark Connect has no JVM gateway)
-    commit_engine: str = "delta-rs"  # who commits OPTIMIZE in this session: "delta-spark" or "delta-rs"
+    commit_engine: str = "delta-rs"  # who commits OPTIMIZE in this session: delta-spark, delta-sql or delta-rs
 
     def describe(self) -> str:
         delta = {True: "Delta engine loaded", False: "no Delta engine", None: "Delta engine unknown (Connect)"}
         commits = {
             "delta-spark": "OPTIMIZE commits through Delta's transaction",
+            "delta-sql": "OPTIMIZE is Delta's own command on the server",
             "delta-rs": "OPTIMIZE commits through delta-rs",
         }
         return (
@@ -79,9 +84,25 @@ class RuntimeInfo:
         )
 
 
+# Set where a Spark driver already runs this process: spark-submit's Python driver, a Databricks job.
+ATTACH_ENV = ("PYSPARK_GATEWAY_PORT", "DATABRICKS_RUNTIME_VERSION")
+
+
+def attached(settings: SparkSettings) -> bool:
+    """Whether to use the Spark this process was started in (its master, jars and Delta) rather than
+    build one: a driver launched by spark-submit or a cluster job, where the configuration names no master."""
+    return (
+        not settings.connect_url
+        and "master" not in settings.model_fields_set
+        and any(os.environ.get(name) for name in ATTACH_ENV)
+    )
+
+
 def session_mode(settings: SparkSettings) -> Mode:
     if settings.connect_url:
         return "connect"
+    if attached(settings):
+        return "cluster"
     return "embedded" if settings.master.startswith("local") else "cluster"
 
 
@@ -109,7 +130,8 @@ def build_session(settings: SparkSettings | None = None, tables: Sequence[TableS
         conf["spark.jars"] = f"{settings.conf['spark.jars']},{stores_jars}"
 
     conf[COMMIT_CONF] = settings.commit
-    delta = settings.delta_mode if mode != "connect" else "off"  # a Connect client cannot add jars
+    # a Connect client cannot add jars; a driver started by a cluster has the cluster's Delta (or none)
+    delta = settings.delta_mode if mode != "connect" and not attached(settings) else "off"
     if delta != "off":
         try:
             spark = _start(settings, mode, _with_delta(conf))
@@ -182,7 +204,7 @@ def _start(settings: SparkSettings, mode: Mode, conf: dict[str, str]) -> SparkSe
         builder = builder.remote(settings.connect_url or "")
         # Static and JVM-level settings cannot be changed from a Connect client; session ones can.
         conf = {k: v for k, v in conf.items() if k.startswith(("spark.sql.", "spark.deltaopt."))}
-    else:
+    elif not attached(settings):  # attached: the master (and jars) the process was started with
         builder = builder.master(settings.master)
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from optimizer.config import load_config, parse_config, parse_duration, parse_size
+from optimizer.config import load_config, parse_config
+from optimizer.config_types import parse_duration, parse_size
 from optimizer.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "deploy" / "config.example.yaml"
@@ -97,3 +99,25 @@ def test_sizes(text, expected):
 @pytest.mark.parametrize(("text", "expected"), [("5m", 300.0), ("7d", 604800.0), (12, 12.0), ("250ms", 0.25)])
 def test_durations(text, expected):
     assert parse_duration(text) == expected
+
+
+def test_a_table_is_named_by_path_or_by_catalog_name_and_storage_options_merge():
+    config = parse_config(
+        {
+            "storage_options": {"AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL": "https://a"},
+            "tables": [
+                {"name": "a", "table": "sales.orders"},
+                {"name": "b", "path": "s3a://lake/b", "storage_options": {"AWS_ENDPOINT_URL": "https://b"}},
+            ],
+        }
+    )
+    named, pathed = config.tables
+    assert named.table == "sales.orders" and named.path == ""
+    assert pathed.storage_options == {"AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL": "https://b"}  # own wins
+    for table, expected in [
+        ({"name": "c"}, "either path"),
+        ({"name": "c", "path": "/x", "table": "s.t"}, "either path"),
+        ({"name": "c", "table": "s.t; DROP TABLE x"}, "tables[0].table"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(expected)):
+            parse_config({"tables": [table]})

@@ -85,7 +85,8 @@ def cmd_analyse(args: argparse.Namespace) -> int:
 
 def cmd_optimize(args: argparse.Namespace) -> int:
     from optimizer.clustering import optimize
-    from optimizer.config import SparkSettings, load_config, parse_size
+    from optimizer.config import SparkSettings, load_config
+    from optimizer.config_types import parse_size
     from optimizer.runtime import build_session
     from optimizer.skipping.extended import unclustered_files
     from optimizer.table import open_table
@@ -191,7 +192,7 @@ def _optimize_features(args: argparse.Namespace, spark: Any, table: Any, configu
 
 def _output_settings(args: argparse.Namespace, thresholds: Any) -> Any:
     """How `optimize` writes: --output-json (the service's request), else the flags over the configuration."""
-    from optimizer.config import parse_size
+    from optimizer.config_types import parse_size
     from optimizer.table.output import OutputSettings
 
     if args.output_json:

@@ -32,7 +32,7 @@ def watched(args: argparse.Namespace):
 
     config, table = configured_table(args)
     if getattr(args, "window", None):
-        from optimizer.config import parse_duration
+        from optimizer.config_types import parse_duration
 
         thresholds = table.thresholds.model_copy(update={"workload_window": parse_duration(args.window)})
         table = table.model_copy(update={"thresholds": thresholds})

@@ -192,13 +192,17 @@ class ConnectExecutor:
 
 
 class DatabricksExecutor:
-    """Submits a one-time run of ``deltaopt optimize`` to an existing Databricks cluster (Jobs API 2.1)
-    and waits for it to finish."""
+    """Submits a one-time run of ``deltaopt optimize`` (the wheel's entry point) to Databricks compute
+    (Jobs API 2.1) and waits for it to finish: an existing cluster (configured, else the one that wrote
+    the data), a new job cluster (optionally under a policy), or serverless. On classic compute the job
+    is deltaopt's own, committed by the cluster's Delta; serverless has no JVM access, so there it is
+    Delta's OPTIMIZE ZORDER BY (`sql_only`)."""
 
     name = "databricks"
-    sql_only = False  # a classic cluster: deltaopt's own job, committed by the cluster's Delta
 
-    def __init__(self, settings: DatabricksSettings, cluster_id: str, environ: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, settings: DatabricksSettings, cluster_id: str | None, environ: dict[str, str] | None = None
+    ) -> None:
         environ = dict(os.environ if environ is None else environ)
         host, token = environ.get(settings.host_env), environ.get(settings.token_env)
         if not host or not token:
@@ -207,29 +211,43 @@ class DatabricksExecutor:
             )
         if not settings.python_wheel:
             raise JobSubmissionError("execution.databricks.python_wheel is not set: the cluster needs deltaopt's wheel")
+        if cluster_id is None and not (settings.new_cluster or settings.serverless):
+            raise JobSubmissionError(
+                "no Databricks compute for the job: set execution.databricks.existing_cluster_id, new_cluster or "
+                "serverless (no commit names a cluster id)"
+            )
         self.settings = settings
         self.cluster_id = cluster_id
+        self.sql_only = settings.serverless
         self.host = host.rstrip("/")
         self._token = token
 
     def request_body(self, request: OptimizeRequest) -> dict[str, Any]:
-        parameters = optimize_command(request)
-        return {
-            "run_name": f"deltaopt optimize {request.table_path} ({request.run_id})",
-            "timeout_seconds": int(self.settings.timeout),
-            "tasks": [
-                {
-                    "task_key": "deltaopt_optimize",
-                    "existing_cluster_id": self.cluster_id,
-                    "python_wheel_task": {
-                        "package_name": "deltaopt",
-                        "entry_point": "deltaopt",
-                        "parameters": parameters,
-                    },
-                    "libraries": [{"whl": self.settings.python_wheel}],
-                }
-            ],
+        settings, wheel = self.settings, self.settings.python_wheel
+        task: dict[str, Any] = {
+            "task_key": "deltaopt_optimize",
+            "python_wheel_task": {
+                "package_name": "deltaopt",
+                "entry_point": "deltaopt",
+                "parameters": optimize_command(request),
+            },
         }
+        body: dict[str, Any] = {
+            "run_name": f"deltaopt optimize {request.table_path} ({request.run_id})",
+            "timeout_seconds": int(settings.timeout),
+            "tasks": [task],
+        }
+        if settings.serverless:  # serverless tasks take their libraries from an environment
+            task["environment_key"] = "deltaopt"
+            body["environments"] = [{"environment_key": "deltaopt", "spec": {"client": "2", "dependencies": [wheel]}}]
+            return body
+        task["libraries"] = [{"whl": wheel}]
+        if settings.new_cluster:
+            policy = {"policy_id": settings.policy_id} if settings.policy_id else {}
+            task["new_cluster"] = {**settings.new_cluster, **policy}
+        else:
+            task["existing_cluster_id"] = self.cluster_id
+        return body
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else None
@@ -274,7 +292,11 @@ class DatabricksExecutor:
             self.name,
             committed.version if committed else None,
             seconds=round(time.perf_counter() - started, 3),
-            details={"databricks_run_id": run_id, "cluster_id": self.cluster_id},
+            details={
+                "databricks_run_id": run_id,
+                "cluster_id": self.cluster_id,
+                "serverless": self.settings.serverless,
+            },
         )
 
 
@@ -297,10 +319,13 @@ def choose_executor(
     if mode == "databricks" or (
         mode == "auto" and writer is not None and writer.cluster_id and engine.startswith("Databricks")
     ):
-        cluster = writer.cluster_id if writer is not None else None
-        if not cluster:
-            raise JobSubmissionError("execution.mode is databricks but no commit names a cluster id (clusterId)")
-        return DatabricksExecutor(execution.databricks, cluster), f"data written by {engine} on cluster {cluster}"
+        settings = execution.databricks
+        writers = writer.cluster_id if writer is not None else None
+        cluster = settings.existing_cluster_id or (None if settings.new_cluster or settings.serverless else writers)
+        where = (
+            f"cluster {cluster}" if cluster else ("serverless compute" if settings.serverless else "a new job cluster")
+        )
+        return DatabricksExecutor(settings, cluster), f"data written by {engine or 'Databricks'}; Databricks {where}"
     if mode == "connect" or (mode == "auto" and "Apache-Spark" in engine and execution.connect_url):
         if not execution.connect_url:
             raise JobSubmissionError("execution.mode is connect but execution.connect_url is not set")

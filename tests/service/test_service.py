@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from costmodel.cost import CostModel
-from optimizer.config import DatabricksSettings, ExecutionSettings, SparkSettings
-from optimizer.errors import JobSubmissionError
+from optimizer.config import DatabricksSettings, ExecutionSettings, SparkSettings, parse_config
+from optimizer.errors import ConfigError, JobSubmissionError
 from optimizer.features import FeatureSet, ZFeature
 from optimizer.service.executors import DatabricksExecutor, OptimizeRequest, choose_executor
 from optimizer.service.record import Action
@@ -278,8 +278,39 @@ def test_databricks_request_against_a_local_jobs_api(tmp_path):
     assert json.loads(params[params.index("--features-json") + 1])["z"] == ["x"]
     assert params[params.index("--run-id") + 1] == "run123"
     assert (get_method, get_path) == ("GET", "/api/2.1/jobs/runs/get?run_id=4242")
-    assert outcome.details == {"databricks_run_id": 4242, "cluster_id": "0612-abc"}
+    assert outcome.details == {"databricks_run_id": 4242, "cluster_id": "0612-abc", "serverless": False}
     assert outcome.version is None  # the fake cluster committed nothing: reported, not invented
+
+
+def test_databricks_compute_choices_in_the_submitted_run():
+    """An existing cluster (configured wins over the writer's), a job cluster under a policy, serverless."""
+    local = lambda: None  # noqa: E731 - never called here
+    writer = [commit(1, "Databricks-Runtime/17.3.x-scala2.13", "writers-job-cluster")]
+    environ = {"DATABRICKS_HOST": "https://example.invalid", "DATABRICKS_TOKEN": "t"}
+    request = OptimizeRequest("/t", FeatureSet(z=(ZFeature("x"),)), 1 << 27, "r1", 0)
+    wheel = "/Volumes/ops/deltaopt/deltaopt-0.1.0-py3-none-any.whl"
+
+    def body(**settings) -> dict:
+        config = ExecutionSettings(databricks=DatabricksSettings(python_wheel=wheel, **settings))
+        os.environ.update(environ)
+        try:
+            executor, why = choose_executor(config, writer, local, SparkSettings())
+        finally:
+            for key in environ:
+                del os.environ[key]
+        return {"why": why, "sql_only": executor.sql_only, **executor.request_body(request)}
+
+    existing = body(existing_cluster_id="0101-ops")
+    assert existing["tasks"][0]["existing_cluster_id"] == "0101-ops" and "cluster 0101-ops" in existing["why"]
+    assert body()["tasks"][0]["existing_cluster_id"] == "writers-job-cluster"  # nothing configured: the writer's
+    new = body(new_cluster={"spark_version": "17.3.x-scala2.13", "num_workers": 2}, policy_id="P1")
+    assert new["tasks"][0]["new_cluster"] == {"spark_version": "17.3.x-scala2.13", "num_workers": 2, "policy_id": "P1"}
+    assert "existing_cluster_id" not in new["tasks"][0] and not new["sql_only"]
+    serverless = body(serverless=True)
+    assert serverless["sql_only"] and serverless["tasks"][0]["environment_key"] == "deltaopt"
+    assert serverless["environments"][0]["spec"]["dependencies"] == [wheel]
+    with pytest.raises(ConfigError, match="choose one of"):
+        parse_config({"execution": {"databricks": {"serverless": True, "existing_cluster_id": "x"}}})
 
 
 @pytest.mark.spark

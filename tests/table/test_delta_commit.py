@@ -199,22 +199,43 @@ def test_invalid_rewrites_are_refused_before_delta_sees_them(delta_spark, table_
     assert table.snapshot().version == 0
 
 
-def test_delta_rs_stays_the_committer_where_asked_or_without_delta(spark, table_path):
+def test_who_commits_where(spark, table_path):
+    """Delta's transaction where the session has Delta; Delta's own OPTIMIZE where there is no JVM
+    (Spark Connect); delta-rs where asked, or on a JVM without Delta for tables only delta-rs writes."""
+    from types import SimpleNamespace
+
+    def refuse(*_args: object) -> None:
+        raise RuntimeError("ClassNotFoundException")
+
+    thread = SimpleNamespace(currentThread=lambda: SimpleNamespace(getContextClassLoader=lambda: None))
+    jvm = SimpleNamespace(
+        java=SimpleNamespace(lang=SimpleNamespace(Class=SimpleNamespace(forName=refuse), Thread=thread))
+    )
+
     class NoJvm:
         conf = spark.conf
 
+    class JvmWithoutDelta(NoJvm):
+        _jvm = jvm
+
     assert commit_engine(None) == "delta-rs"
-    assert commit_engine(NoJvm()) == "delta-rs"  # Spark Connect: no JVM gateway
+    assert commit_engine(spark) == "delta-spark"
+    assert commit_engine(NoJvm()) == "delta-sql"  # Spark Connect: Delta's own OPTIMIZE on the server
+    assert commit_engine(JvmWithoutDelta()) == "delta-rs"
     table = open_table(table_path)
+    spark.range(10).write.format("delta").save(table_path)  # written by Spark with Delta
+    with pytest.raises(errors.UnsupportedTableError, match=r"Apache-Spark.*spark.commit: delta-rs"):
+        committer_for(table, JvmWithoutDelta())  # not beside Delta writers unless the operator says so
     spark.conf.set("spark.deltaopt.commit", "delta-rs")
     try:
-        assert isinstance(committer_for(table, spark), DeltaRsCommitter)
+        assert commit_engine(NoJvm()) == "delta-rs"
+        assert isinstance(committer_for(table, spark), DeltaRsCommitter)  # asked for: allowed
     finally:
         spark.conf.set("spark.deltaopt.commit", "auto")
     spark.conf.set("spark.deltaopt.commit", "delta-spark")
     try:
         with pytest.raises(errors.SparkRuntimeError, match="no Delta engine"):
-            commit_engine(NoJvm())
+            commit_engine(JvmWithoutDelta())
     finally:
         spark.conf.set("spark.deltaopt.commit", "auto")
 

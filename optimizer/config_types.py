@@ -1,0 +1,62 @@
+"""Value types the configuration accepts, and its strict base model.
+
+Sizes are integers (bytes) or strings such as ``"128MiB"``/``"1GB"``; durations are seconds or strings
+such as ``"90s"``, ``"5m"``, ``"7d"``. Every model is frozen and forbids unknown keys, so a typo fails at
+load time.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+__all__ = ["ByteSize", "Duration", "parse_duration", "parse_size"]
+
+_SIZE_UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from an int or a string like ``"128MiB"`` (decimal and binary units)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as 134217728 or '128MiB'")
+    if isinstance(value, int | float):
+        return int(value)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
+    unit = match.group(2).lower() if match else ""
+    if not match or (unit and unit not in _SIZE_UNITS):
+        raise ValueError(f"expected a size such as 134217728 or '128MiB', units {sorted(_SIZE_UNITS)}")
+    return int(float(match.group(1)) * _SIZE_UNITS.get(unit, 1))
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from a number or a string like ``"5m"``/``"7d"``."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 300 or '5m'")
+    if isinstance(value, int | float):
+        return float(value)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
+    unit = match.group(2).lower() if match else ""
+    if not match or (unit and unit not in _DURATION_UNITS):
+        raise ValueError(f"expected a duration such as 300 or '5m', units {sorted(_DURATION_UNITS)}")
+    return float(match.group(1)) * _DURATION_UNITS.get(unit or "s", 1)
+
+
+ByteSize = Annotated[int, BeforeValidator(parse_size), Field(ge=0)]
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
