@@ -27,7 +27,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     for table in config.tables:
         t = table.thresholds
         print(
-            f"  {table.name}: {table.path} (log {table.query_log_path}); every {table.interval:g}s; "
+            f"  {table.name}: {table.path or 'catalog table ' + str(table.table)} "
+            f"(log {table.query_log or 'beside it'}); every {table.interval:g}s; "
             f"min new bytes {t.min_new_bytes}, theta {t.min_comparison_points}, gamma {t.min_sop_frequency}, "
             f"max Z {t.max_z_features}{' [paused]' if table.paused else ''}"
         )
@@ -231,15 +232,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from optimizer.config import SparkSettings, load_config
+    from optimizer.cli.common import load_resolved
+    from optimizer.config import SparkSettings
     from optimizer.estimate.calibrate import DEFAULT_GRID, calibrate
     from optimizer.runtime import build_session
     from optimizer.table import open_table
 
-    config = load_config(args.config) if args.config else None
+    config = load_resolved(args.config) if args.config else None
     path = config.table(args.table).path if config else args.table
     out = args.out or (config.service.cost_model_path if config else "costmodel.json")
-    spark = build_session(config.spark if config else SparkSettings())
+    spark = build_session(config.spark if config else SparkSettings(), config.tables if config else ())
     rows = [int(r) for r in args.rows.split(",")]
     grid = DEFAULT_GRID[:3] if args.quick else DEFAULT_GRID
     model, runs = calibrate(spark, open_table(path), rows, grid, progress=lambda m: print(f"  {m}", flush=True))

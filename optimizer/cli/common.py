@@ -13,10 +13,20 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str, sort_keys=True))
 
 
-def configured_table(args: argparse.Namespace):
+def load_resolved(path: str):
+    """The configuration at `path` with catalog-named tables resolved to their locations and every
+    table's storage options registered (`optimizer.catalog.resolve_tables`); Spark starts only when a
+    table is named in the catalog."""
+    from optimizer.catalog import resolve_tables
     from optimizer.config import load_config
+    from optimizer.runtime import build_session
 
-    config = load_config(args.config)
+    config = load_config(path)
+    return resolve_tables(config, lambda: build_session(config.spark, config.tables))
+
+
+def configured_table(args: argparse.Namespace):
+    config = load_resolved(args.config)
     if args.table:
         return config, config.table(args.table)
     if len(config.tables) != 1:
@@ -36,9 +46,5 @@ def watched(args: argparse.Namespace):
 
         thresholds = table.thresholds.model_copy(update={"workload_window": parse_duration(args.window)})
         table = table.model_copy(update={"thresholds": thresholds})
-    from optimizer.catalog import resolve_tables
-
     spark = build_session(config.spark, config.tables)
-    config = resolve_tables(config, spark)
-    table = config.table(table.name)
     return config, table, spark, open_table(table.path), QueryLogTable(table.query_log_path)

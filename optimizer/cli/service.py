@@ -90,13 +90,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from optimizer.cli.common import load_resolved
     from optimizer.clustering.groups import clustered_groups
-    from optimizer.config import load_config
     from optimizer.inspect import human_bytes, table_info
     from optimizer.service.state import StateStore
     from optimizer.table import open_table
 
-    config = load_config(args.config)
+    config = load_resolved(args.config)
     store = StateStore(config.service.state_dir)
     rows = []
     for table in config.tables:
