@@ -58,3 +58,18 @@ def test_the_test_session_loaded_delta_and_says_who_commits(spark):
     assert info.delta_jvm is True and info.commit_engine == "delta-spark"
     assert "Delta engine loaded" in info.describe() and "Delta's transaction" in info.describe()
     assert spark.range(3).count() == 3
+
+
+def test_a_driver_a_cluster_started_keeps_the_clusters_spark(monkeypatch):
+    """spark-submit and Databricks start the driver with the cluster's master and Delta: a configuration
+    that names no master must not replace them with an embedded local[*]."""
+    from optimizer.config import SparkSettings
+    from optimizer.runtime import attached, session_mode
+
+    for name in ("PYSPARK_GATEWAY_PORT", "DATABRICKS_RUNTIME_VERSION"):
+        monkeypatch.delenv(name, raising=False)
+    assert not attached(SparkSettings()) and session_mode(SparkSettings()) == "embedded"
+    monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "17.3")
+    assert attached(SparkSettings()) and session_mode(SparkSettings()) == "cluster"
+    assert not attached(SparkSettings(master="local[2]"))  # named in the configuration: that one
+    assert not attached(SparkSettings(connect_url="sc://host:15002"))

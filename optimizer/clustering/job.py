@@ -80,12 +80,11 @@ def optimize(
     Raises `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing
     committed), `TableAccessError`. Delta's transaction commits where `spark` has Delta's engine."""
     started, engine, run_id = time.perf_counter(), commit_engine(spark), run_id or uuid.uuid4().hex[:16]
+    committer = None if engine == "delta-sql" else committer_for(table, spark)  # an unsafe store: refused first
     snapshot = snapshot or table.snapshot()  # a feature the rewrite cannot honour: refused before any work
     liquid = engine == "delta-spark" and snapshot.features.clustered and not snapshot.features.unknown()
-    if engine == "delta-sql" or liquid:  # Delta's own commands lay it out
+    if committer is None or liquid:  # Delta's own commands lay it out
         return optimize_with_delta(spark, table, features, snapshot, run_id, progress, metadata=metadata, files=files)
-    committer = committer_for(table, spark, snapshot)
-    committer.commit_safety()  # refuse an unsafely configured store before any work, not at commit time
     check_rewritable(snapshot.features, table.uri, delta_engine=committer.engine == "delta-spark")
     properties = indexing_properties(snapshot, key_columns(features)) if stats_for_keys else {}
     if properties:

@@ -76,20 +76,25 @@ def commit_engine(spark: SparkSession | None) -> CommitEngine:
     return "delta-rs"
 
 
-def committer_for(table: TableAccess, spark: SparkSession | None, snapshot: Snapshot | None = None) -> Committer:
+def committer_for(table: TableAccess, spark: SparkSession | None) -> Committer:
     """The committer for `table` in `spark` (see `commit_engine`; delta-sql has none: Delta's command
-    commits). delta-rs is refused beside Delta writers on Spark unless the configuration chose it."""
+    commits), its store checked first (`commit_safety`: an unsafe store is refused before anything is
+    read). delta-rs is refused beside Delta writers on Spark unless the configuration chose it."""
     engine = commit_engine(spark)
+    if engine == "delta-sql":
+        raise SparkRuntimeError("this session has no JVM gateway: Delta's own commands commit (clustering.by_delta)")
+    committer: Committer
     if engine == "delta-spark":
         from optimizer.table.deltaspark import DeltaSparkCommitter
 
         assert spark is not None  # commit_engine only picks delta-spark with a session
-        return DeltaSparkCommitter(spark, table)
-    if engine == "delta-sql":
-        raise SparkRuntimeError("this session has no JVM gateway: Delta's own commands commit (clustering.by_delta)")
-    if spark is None or _configured(spark) != "delta-rs":
-        check_delta_rs_allowed(table, snapshot)
-    return DeltaRsCommitter(table)
+        committer = DeltaSparkCommitter(spark, table)
+    else:
+        committer = DeltaRsCommitter(table)
+    committer.commit_safety()
+    if engine == "delta-rs" and (spark is None or _configured(spark) != "delta-rs"):
+        check_delta_rs_allowed(table)
+    return committer
 
 
 def check_delta_rs_allowed(table: TableAccess, snapshot: Snapshot | None = None) -> None:

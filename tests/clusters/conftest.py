@@ -10,7 +10,7 @@ import pytest
 from tests.clusters.servers import delta_submit_conf, free_port, running, spark_class
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """A standalone Spark master with one worker (1 core, 1 GiB): the ``spark://`` URL, and the worker's
     directory, where every application that ran executors on it leaves an ``app-*`` directory."""
@@ -30,7 +30,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         yield url, logs / "work"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def connect_delta(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Spark Connect server started with Delta's jars, as a cluster with Delta serves Connect."""
     logs = tmp_path_factory.mktemp("connect")

@@ -4,6 +4,7 @@ with Delta's jars where a cluster would have them, and an S3-compatible server (
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pyspark
@@ -69,3 +71,21 @@ def delta_submit_conf() -> list[str]:
     for key, value in conf.items():
         arguments += ["--conf", f"{key}={value}"]
     return arguments
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet HTTP handler that reads and answers JSON (the Jobs API stand-ins)."""
+
+    def body(self) -> dict:
+        return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+
+    def reply(self, body: dict, status: int = 200) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: object) -> None:
+        pass

@@ -5,14 +5,13 @@ and Delta come from the cluster)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,7 +20,7 @@ import pytest
 from optimizer.config import DatabricksSettings
 from optimizer.features import FeatureSet, ZFeature
 from optimizer.service.executors import DatabricksExecutor, OptimizeRequest
-from tests.clusters.servers import delta_submit_conf, spark_class
+from tests.clusters.servers import JsonHandler, delta_submit_conf, spark_class
 from tests.clusters.test_standalone import delta_table, rows_of
 
 pytestmark = pytest.mark.spark
@@ -37,23 +36,15 @@ sys.exit(found[0].load()())
 """
 
 
-class JobsApi(BaseHTTPRequestHandler):
+class JobsApi(JsonHandler):
     """runs/submit starts the task on the cluster; runs/get reports its state from the process."""
 
     master: ClassVar[str] = ""
     workdir: ClassVar[Path] = Path(".")
     runs: ClassVar[dict[int, tuple[subprocess.Popen, dict[str, Any]]]] = {}
 
-    def _reply(self, status: int, body: dict) -> None:
-        payload = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.body()
         (task,) = body["tasks"]
         wheel = task["python_wheel_task"]
         launcher = self.workdir / "launcher.py"
@@ -71,20 +62,17 @@ class JobsApi(BaseHTTPRequestHandler):
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir)
         run_id = 1000 + len(self.runs)
         self.runs[run_id] = (process, body)
-        self._reply(200, {"run_id": run_id})
+        self.reply({"run_id": run_id})
 
     def do_GET(self) -> None:
         run_id = int(self.path.rsplit("=", 1)[1])
         process, _ = self.runs[run_id]
         code = process.poll()
         if code is None:
-            self._reply(200, {"state": {"life_cycle_state": "RUNNING"}})
+            self.reply({"state": {"life_cycle_state": "RUNNING"}})
         else:
             result = "SUCCESS" if code == 0 else "FAILED"
-            self._reply(200, {"state": {"life_cycle_state": "TERMINATED", "result_state": result}})
-
-    def log_message(self, *args: object) -> None:
-        pass
+            self.reply({"state": {"life_cycle_state": "TERMINATED", "result_state": result}})
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 from pathlib import Path
 from typing import ClassVar
 
@@ -27,6 +27,7 @@ from optimizer.service.state import RunInProgress
 from optimizer.table.access import Commit
 from querylog.records import ScanRecord
 from querylog.store import QueryLogTable
+from tests.clusters.servers import JsonHandler
 from tests.golden import check_golden, json_shape, masked
 
 NOW = datetime(2024, 6, 1, 12, tzinfo=UTC)
@@ -225,28 +226,16 @@ def test_executor_follows_the_writer():
         choose_executor(settings, databricks, local, spark)
 
 
-class _JobsApi(BaseHTTPRequestHandler):
+class _JobsApi(JsonHandler):
     requests: ClassVar[list[tuple[str, str, dict, dict]]] = []
 
-    def _reply(self, body: dict) -> None:
-        payload = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.requests.append(("POST", self.path, dict(self.headers), body))
-        self._reply({"run_id": 4242})
+        self.requests.append(("POST", self.path, dict(self.headers), self.body()))
+        self.reply({"run_id": 4242})
 
     def do_GET(self) -> None:
         self.requests.append(("GET", self.path, dict(self.headers), {}))
-        self._reply({"state": {"life_cycle_state": "TERMINATED", "result_state": "SUCCESS"}})
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply({"state": {"life_cycle_state": "TERMINATED", "result_state": "SUCCESS"}})
 
 
 def test_databricks_request_against_a_local_jobs_api(tmp_path):
