@@ -129,7 +129,7 @@ def optimize_with_delta(
     summary = describe(done)
     progress(summary)
     if version is not None:
-        _record_delta_files(table, snapshot, version, run_id, features)
+        _record_delta_files(table, snapshot, version, run_id, delta_expressible(features, clustered))
     committed = "delta-spark" if clustered and spark_has_jvm(spark) else "delta-sql"
     return OptimizeResult(
         run_id=run_id,
@@ -154,13 +154,15 @@ def spark_has_jvm(spark: SparkSession) -> bool:
     return getattr(spark, "_jvm", None) is not None
 
 
-def _record_delta_files(table: TableAccess, before: Snapshot, version: int, run_id: str, features: FeatureSet) -> None:
+def _record_delta_files(table: TableAccess, before: Snapshot, version: int, run_id: str, applied: FeatureSet) -> None:
     """An index entry without statistics for each file Delta's OPTIMIZE wrote: they are clustered (by
-    Delta, on this run's columns), and nothing is known of them beyond Delta's own statistics, so no
-    skipping rule uses the entry. Best effort: without it those files are only optimised again."""
+    Delta, on the `applied` features), and nothing is known of them beyond Delta's own statistics, so
+    no skipping rule uses the entry (nor trusts Delta's float maxima about NaN: Delta wrote them).
+    Best effort: without it those files are only optimised again."""
     try:
         old = {f.path for f in before.files}
         written = [f for f in table.snapshot(version).files if f.path not in old]
-        write_index(table, run_id, {f.path: (f.size, ExtendedStats(run_id)) for f in written}, features.as_dict())
+        unknown = ExtendedStats(run_id, float_max_includes_nan=False)
+        write_index(table, run_id, {f.path: (f.size, unknown) for f in written}, applied.as_dict())
     except Exception as err:  # the commit stands; the index is an optimisation of the next tick
         log.warning("could not record the files Delta's OPTIMIZE wrote to %s: %s", table.uri, err)

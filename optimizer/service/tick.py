@@ -31,7 +31,7 @@ from optimizer.catalog import table_locations
 from optimizer.clustering.by_delta import delta_expressible
 from optimizer.clustering.groups import layout_key
 from optimizer.config import Config, TableSettings
-from optimizer.errors import KNOWN, CommitConflictError, UnsupportedTableError
+from optimizer.errors import KNOWN, CommitConflictError, JobSubmissionError, UnsupportedTableError
 from optimizer.estimate.decision import estimate
 from optimizer.estimate.record import Decision
 from optimizer.features import FeatureSet
@@ -157,8 +157,8 @@ def _tick(
         ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model, ctx.locations()
     )
     commits = delta.history((state.last_optimized_version or -1) + 1)
-    job = ctx.executor_for(table, commits)  # what it can apply is what the estimate prices
-    applies = delta_expressible if job[0].sql_only else None
+    job = _job(table, ctx, commits)  # what it can apply is what the estimate prices
+    applies = delta_expressible if _sql_only(job) else None
     decision = estimate(context, snapshot=snapshot, index=load_index(delta, snapshot), applies=applies)
     draft.decision = decision
     draft.action, draft.reason = Action(decision.action), decision.reason
@@ -192,13 +192,13 @@ def _drift(
     draft: _Draft,
     *,
     dry_run: bool,
-    job: tuple[Executor, str],
+    job: Job,
     delta: Any,
     log_table: QueryLogTable,
 ) -> TableState:
     """No new data to optimise: re-cluster files laid out for an older workload, if that pays (not
     where Delta's own OPTIMIZE runs the job: it cannot be pointed at chosen files)."""
-    if ctx.stopping.is_set() or job[0].sql_only:
+    if ctx.stopping.is_set() or _sql_only(job):
         return state
     context = TableContext(
         ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model, ctx.locations()
@@ -226,6 +226,22 @@ def _drift(
     return state
 
 
+Job = tuple[Executor, str] | JobSubmissionError  # the executor and why; or why there is none
+
+
+def _job(table: TableSettings, ctx: ServiceContext, commits: list[Commit]) -> Job:
+    """The executor a job of this tick would run on, chosen before the estimate (which prices what it
+    can apply); when there is none the tick still decides, and fails only if it would run a job."""
+    try:
+        return ctx.executor_for(table, commits)
+    except JobSubmissionError as err:
+        return err
+
+
+def _sql_only(job: Job) -> bool:
+    return not isinstance(job, JobSubmissionError) and job[0].sql_only
+
+
 def _run_job(
     table: TableSettings,
     ctx: ServiceContext,
@@ -233,7 +249,7 @@ def _run_job(
     state: TableState,
     draft: _Draft,
     *,
-    job: tuple[Executor, str],
+    job: Job,
     features: FeatureSet,
     files: tuple[str, ...] | None,
     read_version: int,
@@ -242,6 +258,8 @@ def _run_job(
     if ctx.stopping.is_set():
         draft.action, draft.reason = Action.SKIP, draft.reason + "; service shutting down: not started"
         return state
+    if isinstance(job, JobSubmissionError):  # no executor (e.g. credentials missing): the job cannot start
+        raise job
     executor, why = job
     run = RunInProgress(uuid.uuid4().hex[:16], read_version, now.isoformat())
     ctx.state.save(state.with_(run=run))  # a crash from here on is settled by the next tick

@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
 
 def test_optimize_through_connect_is_deltas_own_optimize(spark, connect_delta, tmp_path):
+    from optimizer.skipping.extended import load_index
     from optimizer.table import open_table
 
     path = str(tmp_path / "events")
@@ -29,6 +30,9 @@ def test_optimize_through_connect_is_deltas_own_optimize(spark, connect_delta, t
     assert json.loads(last.operation_parameters["zOrderBy"]) == ["category", "x"]  # deltaopt's order
     assert last.is_deltaopt_optimize and last.deltaopt["runId"] == done["run_id"]
     assert rows_of(spark, path) == before
+    index = load_index(open_table(path), open_table(path).snapshot())  # Delta's files, recorded as the run's
+    assert index and all(s.run_id == done["run_id"] and not s.ranges for s in index.values())
+    assert not any(s.float_max_includes_nan for s in index.values())  # Delta wrote them: its maxima not trusted
     again = deltaopt("optimize", "--table", path, "--z", "x", "--connect", connect_delta, "--json", cwd=tmp_path)
     assert again["version"] is None  # the files Delta wrote are recorded as clustered: nothing new to do
 

@@ -190,6 +190,24 @@ def test_dry_run_logs_without_optimising(service):
 
 
 @pytest.mark.spark
+def test_a_missing_executor_fails_only_the_job_not_the_decision(service, monkeypatch):
+    """Databricks credentials missing: the tick still estimates (a dry run records its decision); only a
+    job that would start fails, naming the variables."""
+    from optimizer.service.tick import tick
+
+    ctx, _, _ = service
+    monkeypatch.delenv("DATABRICKS_HOST", raising=False)
+    databricks = ExecutionSettings(mode="databricks", databricks=DatabricksSettings(python_wheel="/w.whl"))
+    ctx.config = ctx.config.model_copy(update={"execution": databricks})
+    dry = ctx.config.service.model_copy(update={"dry_run": True})
+    ctx.config = ctx.config.model_copy(update={"service": dry})
+    assert tick(ctx.config.tables[0], ctx, NOW).action.value == "optimize (dry run)"
+    ctx.config = ctx.config.model_copy(update={"service": dry.model_copy(update={"dry_run": False})})
+    record = tick(ctx.config.tables[0], ctx, NOW)
+    assert record.action.value == "error" and "DATABRICKS_HOST" in record.reason
+
+
+@pytest.mark.spark
 def test_a_run_that_died_is_settled_and_retried(service):
     from optimizer.service.tick import tick
 
