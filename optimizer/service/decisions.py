@@ -38,15 +38,17 @@ class DecisionLog:
         self.table_path = table_path
         self._lock = threading.Lock()
 
-    def write(self, record: Mapping[str, Any]) -> None:
-        """Append to the JSON-lines file (and log it), then to the Delta table (best effort: a failure
-        there is logged, the line is already on disk)."""
+    def write(self, record: Mapping[str, Any], table: bool = True) -> None:
+        """Append to the JSON-lines file (and log it), then, with `table`, to the Delta table (best
+        effort: a failure there is logged, the line is already on disk)."""
         line = json.dumps(record, default=str, sort_keys=True)
         with self._lock:
             self.jsonl_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.jsonl_path, "a") as out:
                 out.write(line + "\n")
         logging.getLogger("deltaopt.decisions").info(line)
+        if not table:
+            return
         row = {
             "ts": datetime.fromisoformat(str(record["ts"])),
             "table": record["table"],

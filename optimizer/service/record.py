@@ -70,6 +70,7 @@ class TickRecord:
     new_queries: int | None = None
     previous_run: str | None = None  # how a run found in progress was settled
     tick_seconds: float = 0.0
+    reused: bool = False  # nothing moved: the last verdict repeated without an estimate (`service.idle`)
 
     @property
     def reclustered(self) -> bool:
@@ -111,6 +112,8 @@ class TickRecord:
         if self.job is not None:
             data["job"] = self.job.as_dict()
         data["tick_seconds"] = self.tick_seconds
+        if self.reused:
+            data["reused"] = True
         return data
 
 

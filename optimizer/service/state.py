@@ -46,6 +46,9 @@ class TableState:
     current_layout_since: str = ""  # when the estimate last chose a different layout
     reclustered: tuple[tuple[str, int], ...] = ()
     recluster_checked: dict[str, str] = field(default_factory=dict)
+    # the last verdict a full tick made that a tick may reuse while nothing moved (`service.idle`):
+    # {"key": what it was made from, "at": when, "action": ..., "reason": ...}; empty: none
+    verdict: dict[str, str] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> TableState:
         return replace(self, **changes)
@@ -91,6 +94,7 @@ class StateStore:
             current_layout_since=str(data.get("current_layout_since") or ""),
             reclustered=tuple((str(ts), int(n)) for ts, n in data.get("reclustered") or ()),
             recluster_checked={str(k): str(v) for k, v in (data.get("recluster_checked") or {}).items()},
+            verdict={str(k): str(v) for k, v in (data.get("verdict") or {}).items()},
         )
 
     def save(self, state: TableState) -> None:

@@ -38,6 +38,7 @@ from optimizer.features import FeatureSet
 from optimizer.service.decisions import DecisionLog
 from optimizer.service.drift import ReclusterPlan, plan_recluster
 from optimizer.service.executors import Executor, OptimizeRequest, choose_executor
+from optimizer.service.idle import latest_version, reusable, verdict_key
 from optimizer.service.merge import MergePlan, plan_merge
 from optimizer.service.record import Action, JobRecord, TickRecord
 from optimizer.service.state import RunInProgress, StateStore, TableState
@@ -95,6 +96,7 @@ class _Draft:
     job: JobRecord | None = None
     new_queries: int | None = None
     previous_run: str | None = None
+    reused: bool = False
 
     def record(self, table: TableSettings, now: datetime, *, dry_run: bool, seconds: float) -> TickRecord:
         return TickRecord(
@@ -110,6 +112,7 @@ class _Draft:
             job=self.job,
             new_queries=self.new_queries,
             previous_run=self.previous_run,
+            reused=self.reused,
             tick_seconds=round(seconds, 3),
         )
 
@@ -125,7 +128,7 @@ def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None)
         if table.paused:
             draft.action, draft.reason = Action.PAUSED, "table is paused in the configuration"
         else:
-            state = _tick(table, ctx, now, state, draft, dry_run)
+            state = _tick_unless_unchanged(table, ctx, now, state, draft, dry_run)
     except KNOWN as err:
         draft.action, draft.reason = Action.ERROR, f"{type(err).__name__}: {err}"
         log.warning("%s: %s", table.name, draft.reason)
@@ -133,9 +136,43 @@ def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None)
         draft.action, draft.reason = Action.ERROR, f"unexpected {type(err).__name__}: {err}"
         log.exception("tick of %s failed", table.name)
     record = draft.record(table, now, dry_run=dry_run, seconds=time.perf_counter() - started)
+    if draft.action is Action.ERROR:
+        state = state.with_(verdict={})
     ctx.state.save(state.with_(ticks=state.ticks + 1, last_decision=record.summary()))
-    ctx.decisions.write(record.as_dict())
+    ctx.decisions.write(record.as_dict(), table=not draft.reused)  # a repeated verdict commits nothing
     return record
+
+
+def _tick_unless_unchanged(
+    table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, draft: _Draft, dry_run: bool
+) -> TableState:
+    """The last verdict again when nothing it was made from moved (`service.idle`), else a full tick."""
+    versions = (
+        latest_version(table.path, table.storage_options),
+        latest_version(table.query_log_path, table.storage_options),
+    )
+    key = verdict_key(table, ctx.config, ctx.cost_model, versions)
+    last = state.verdict
+    if state.run is None and last and reusable(last.get("key"), last.get("at", ""), key, now):
+        draft.action, draft.reused = Action(last["action"]), True
+        draft.reason = f"nothing moved since {last['at']} (table version {versions[0]}, query log version "
+        draft.reason += f"{versions[1]}): {last['reason']}"
+        return state
+    state = _tick(table, ctx, now, state, draft, dry_run)
+    if not _repeatable(draft, table):
+        return state.with_(verdict={})
+    return state.with_(
+        verdict={"key": key, "at": now.isoformat(), "action": draft.action.value, "reason": draft.reason}
+    )
+
+
+def _repeatable(draft: _Draft, table: TableSettings) -> bool:
+    """Whether a tick with the same inputs would decide the same: no job ran (it moved the table), and no
+    drift check was held back by a byte budget (the daily one frees itself over time)."""
+    if draft.action not in (Action.SKIP, Action.OPTIMIZE_DRY_RUN, Action.RECLUSTER_DRY_RUN) or draft.job is not None:
+        return False
+    held_back = draft.recluster is not None and draft.recluster.budget <= 0
+    return not (held_back and table.thresholds.recluster_bytes_per_tick > 0)
 
 
 def _tick(
