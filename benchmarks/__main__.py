@@ -20,6 +20,7 @@ BENCHMARKS = {
     "star": "benchmarks.star_bench",
     "bloom": "benchmarks.bloom_bench",
     "star-flow": "benchmarks.star_flow",
+    "idle": "benchmarks.idle_bench",
 }
 
 
