@@ -260,6 +260,8 @@ class ServiceSettings(StrictModel):
     cost_model: str | None = Field(None, description="calibrated cost model JSON; default <state_dir>/costmodel.json")
     decisions_table: str | None = Field(None, description="Delta table of decisions; default <state_dir>/decisions")
     max_concurrent_jobs: int = Field(1, ge=1)
+    workers: int = Field(4, ge=1, description="threads that tick tables; more tables wait their turn")
+    max_concurrent_estimates: int = Field(2, ge=1, description="estimates (Spark samples) running at once")
     jitter: Duration = Field(10)
     dry_run: bool = False
 

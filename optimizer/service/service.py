@@ -54,6 +54,7 @@ def context(config: Config, spark: Callable[[], SparkSession] | None = None) -> 
         decisions=DecisionLog(config.decision_log_path, config.service.decisions_path),
         cost_model=load_cost_model(config.service.cost_model_path),
         job_slots=threading.Semaphore(config.service.max_concurrent_jobs),
+        estimate_slots=threading.Semaphore(config.service.max_concurrent_estimates),
     )
 
 
@@ -63,18 +64,20 @@ def run_once(ctx: ServiceContext, now: datetime | None = None) -> list[TickRecor
 
 
 def serve(ctx: ServiceContext, install_signals: bool = True) -> None:
-    """Tick every table on its interval until SIGTERM/SIGINT (or `ctx.stopping` is set)."""
+    """Tick every table on its interval until SIGTERM/SIGINT (or `ctx.stopping` is set), on a fixed pool
+    of `service.workers` threads whatever the number of tables; the first ticks are spread over each
+    table's interval so that they do not all fire together."""
     from apscheduler.executors.pool import ThreadPoolExecutor
     from apscheduler.schedulers.background import BackgroundScheduler
 
     tables = ctx.config.tables
     scheduler = BackgroundScheduler(
-        executors={"default": ThreadPoolExecutor(max(len(tables), 1))},
+        executors={"default": ThreadPoolExecutor(ctx.config.service.workers)},
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
         timezone=UTC,
     )
     start = datetime.now(UTC) + timedelta(seconds=1)
-    for table in tables:
+    for position, table in enumerate(tables):
         scheduler.add_job(
             tick,
             "interval",
@@ -83,7 +86,7 @@ def serve(ctx: ServiceContext, install_signals: bool = True) -> None:
             args=[table, ctx],
             id=table.name,
             name=f"tick {table.name}",
-            next_run_time=start,
+            next_run_time=start + timedelta(seconds=table.interval * position / len(tables)),
         )
     if install_signals:
         for number in (signal.SIGTERM, signal.SIGINT):

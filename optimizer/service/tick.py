@@ -67,6 +67,7 @@ class ServiceContext:
     decisions: DecisionLog
     cost_model: CostModel
     job_slots: threading.Semaphore
+    estimate_slots: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(2))
     stopping: threading.Event = field(default_factory=threading.Event)
     choose: ExecutorChooser | None = None  # tests inject executors; default: choose_executor
     _locations: dict[str, str] | None = None
@@ -196,7 +197,8 @@ def _tick(
     commits = delta.history((state.last_optimized_version or -1) + 1)
     job = _job(table, ctx, commits)  # what it can apply is what the estimate prices
     applies = delta_expressible if _sql_only(job) else None
-    decision = estimate(context, snapshot=snapshot, index=load_index(delta, snapshot), applies=applies)
+    with ctx.estimate_slots:  # Spark samples: a few at once, whatever the number of tables
+        decision = estimate(context, snapshot=snapshot, index=load_index(delta, snapshot), applies=applies)
     draft.decision = decision
     draft.action, draft.reason = Action(decision.action), decision.reason
     if decision.features is not None:  # what the estimate would lay data out on for today's workload

@@ -106,3 +106,41 @@ def test_a_job_or_an_error_is_never_repeated(service):  # noqa: F811
     broken = ctx.config.tables[0].model_copy(update={"path": ctx.config.tables[0].path + "_missing"})
     assert tick(broken, ctx, NOW).action.value == "error"
     assert ctx.state.load("events").verdict == {}
+
+
+def test_serve_ticks_many_tables_on_a_fixed_pool(tmp_path, monkeypatch):
+    """40 tables, 2 workers: never more than 2 ticks at once, no thread per table, and every table ticked."""
+    import threading
+    import time
+
+    from optimizer.config import parse_config
+    from optimizer.service import service as service_module
+
+    tables = [{"name": f"t{i}", "path": str(tmp_path / f"t{i}"), "interval": 1} for i in range(40)]
+    config = parse_config(
+        {"tables": tables, "service": {"state_dir": str(tmp_path / "state"), "workers": 2, "jitter": 0}}
+    )
+    ctx = service_module.context(config, spark=lambda: None)
+    running, peak, seen, lock = [0], [0], set(), threading.Lock()
+
+    def fake_tick(table, _ctx, now=None):  # type: ignore[no-untyped-def]
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+            seen.add(table.name)
+        time.sleep(0.02)
+        with lock:
+            running[0] -= 1
+
+    monkeypatch.setattr(service_module, "tick", fake_tick)
+    threads_before = threading.active_count()
+    server = threading.Thread(target=service_module.serve, args=(ctx, False))
+    server.start()
+    deadline, peak_threads = time.monotonic() + 20, threads_before
+    while time.monotonic() < deadline and len(seen) < 40:
+        time.sleep(0.1)
+        peak_threads = max(peak_threads, threading.active_count())
+    ctx.stopping.set()
+    server.join(timeout=30)
+    assert len(seen) == 40 and peak[0] <= 2
+    assert peak_threads - threads_before <= 2 + 3  # the pool, the scheduler's thread, serve's own
