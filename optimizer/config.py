@@ -255,6 +255,28 @@ class TableSettings(StrictModel):
         return self.table_id or self.name
 
 
+class DiscoverySettings(StrictModel):
+    """Tables found rather than listed: every Delta table under a storage prefix or in a catalog schema,
+    re-listed while the service runs. A table listed under ``tables`` (same name or location) keeps its
+    own settings; discovered ones take ``defaults``. Query logs (``*_querylog``) are never watched."""
+
+    prefix: str | None = Field(None, description="a location whose Delta tables (up to 3 levels down) are watched")
+    schema_name: str | None = Field(
+        None,
+        alias="schema",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$",
+        description="a catalog schema (sales or catalog.sales) whose Delta tables are watched",
+    )
+    relist: Duration = Field(300, gt=0, description="how often the prefix or schema is listed again")
+    interval: Duration = Field(300, gt=0, description="seconds between ticks of a discovered table")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DiscoverySettings:
+        if bool(self.prefix) == bool(self.schema_name):
+            raise ValueError("set either prefix (a storage location) or schema (a catalog schema)")
+        return self
+
+
 class ServiceSettings(StrictModel):
     state_dir: str = Field("deltaopt-state", description="per-table state (log position, runs)")
     cost_model: str | None = Field(None, description="calibrated cost model JSON; default <state_dir>/costmodel.json")
@@ -296,6 +318,7 @@ class Config(StrictModel):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     defaults: Thresholds = Field(default_factory=Thresholds)
     tables: tuple[TableSettings, ...] = ()
+    discover: tuple[DiscoverySettings, ...] = Field((), description="prefixes and catalog schemas to watch")
     storage_options: dict[str, str] = Field(
         default_factory=dict, description="object-store settings every table uses unless it sets its own"
     )

@@ -12,15 +12,16 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from costmodel.cost import load as load_cost_model
 from optimizer.catalog import resolve_tables
-from optimizer.config import Config
+from optimizer.config import Config, TableSettings
 from optimizer.runtime import build_session
 from optimizer.service.decisions import DecisionLog
+from optimizer.service.discovery import Discovery
 from optimizer.service.record import TickRecord
 from optimizer.service.state import StateStore
 from optimizer.service.tick import ServiceContext, tick
@@ -58,9 +59,16 @@ def context(config: Config, spark: Callable[[], SparkSession] | None = None) -> 
     )
 
 
+def watched(ctx: ServiceContext) -> Discovery:
+    """The configured tables and those ``discover`` finds, listed now."""
+    discovery = Discovery(ctx.config, ctx.spark)
+    discovery.relist()
+    return discovery
+
+
 def run_once(ctx: ServiceContext, now: datetime | None = None) -> list[TickRecord]:
-    """One tick per configured table, in order."""
-    return [tick(table, ctx, now) for table in ctx.config.tables]
+    """One tick per watched table (configured, then discovered), in order."""
+    return [tick(table, ctx, now) for table in watched(ctx).tables()]
 
 
 def serve(ctx: ServiceContext, install_signals: bool = True) -> None:
@@ -70,12 +78,31 @@ def serve(ctx: ServiceContext, install_signals: bool = True) -> None:
     from apscheduler.executors.pool import ThreadPoolExecutor
     from apscheduler.schedulers.background import BackgroundScheduler
 
-    tables = ctx.config.tables
+    discovery = watched(ctx)
+    tables = discovery.tables()
     scheduler = BackgroundScheduler(
         executors={"default": ThreadPoolExecutor(ctx.config.service.workers)},
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
         timezone=UTC,
     )
+    _schedule(scheduler, ctx, tables)
+    if ctx.config.discover:  # new tables join, vanished ones leave, without a restart
+        relist = min(source.relist for source in ctx.config.discover)
+        scheduler.add_job(_relisted, "interval", seconds=relist, args=[scheduler, ctx, discovery], id="relist")
+    if install_signals:
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, lambda signum, _frame: _request_stop(ctx, signum))
+    scheduler.start()
+    log.info("serving %d table(s): %s", len(tables), ", ".join(t.name for t in tables))
+    try:
+        while not ctx.stopping.wait(1.0):
+            pass
+    finally:
+        _shutdown(scheduler, ctx)
+
+
+def _schedule(scheduler: Any, ctx: ServiceContext, tables: Sequence[TableSettings]) -> None:
+    """A tick job per table, the first ticks spread over each table's interval."""
     start = datetime.now(UTC) + timedelta(seconds=1)
     for position, table in enumerate(tables):
         scheduler.add_job(
@@ -88,16 +115,20 @@ def serve(ctx: ServiceContext, install_signals: bool = True) -> None:
             name=f"tick {table.name}",
             next_run_time=start + timedelta(seconds=table.interval * position / len(tables)),
         )
-    if install_signals:
-        for number in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(number, lambda signum, _frame: _request_stop(ctx, signum))
-    scheduler.start()
-    log.info("serving %d table(s): %s", len(tables), ", ".join(t.name for t in tables))
-    try:
-        while not ctx.stopping.wait(1.0):
-            pass
-    finally:
-        _shutdown(scheduler, ctx)
+
+
+def _relisted(scheduler: Any, ctx: ServiceContext, discovery: Discovery) -> None:
+    """List the discovered sources again: tick the tables that appeared, stop those that went."""
+    before = {job.id for job in scheduler.get_jobs()} - {"relist"}
+    discovery.relist()
+    now = {t.name: t for t in discovery.tables()}
+    for name in sorted(before - set(now)):
+        log.warning("%s is no longer found by discovery: no longer watched", name)
+        scheduler.remove_job(name)
+    added = [now[name] for name in sorted(set(now) - before)]
+    if added:
+        log.info("discovered %d new table(s): %s", len(added), ", ".join(t.name for t in added))
+        _schedule(scheduler, ctx, added)
 
 
 def _request_stop(ctx: ServiceContext, signum: int) -> None:
