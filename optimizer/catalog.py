@@ -27,7 +27,7 @@ from querylog.schemas import Schema, load_schema_file, merge_schemas
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from optimizer.config import Config
+    from optimizer.config import Config, TableSettings
 
 log = logging.getLogger(__name__)
 MAX_DEPTH = 3  # directory levels searched below a location for Delta tables
@@ -155,15 +155,20 @@ def resolve_tables(config: Config, spark: SparkSession | Callable[[], SparkSessi
     options (`optimizer.table.locations`), so that all readers and writers use them. `spark` (or a
     function that builds it) is only needed when a table is configured by name. Raises
     `TableNotFoundError` naming a table the catalog does not know."""
+    return config.model_copy(update={"tables": tuple(resolved_table(t, spark) for t in config.tables)})
+
+
+def resolved_table(
+    table: TableSettings, spark: SparkSession | Callable[[], SparkSession] | None = None
+) -> TableSettings:
+    """`table` with its location from the catalog when it is named there, registered (see
+    `resolve_tables`). Raises `TableAccessError` when the catalog does not know it as a Delta table."""
     from optimizer.table.locations import Location, catalog_location, register
 
-    resolved = []
-    for table in config.tables:
-        if table.table and not table.path:
-            if spark is None:
-                raise TableAccessError(f"tables.{table.name}: a catalog name needs a Spark session to resolve")
-            session = spark() if callable(spark) else spark
-            table = table.model_copy(update={"path": catalog_location(session, table.table)})
-        register(Location(table.path, table.table, table.storage_options, table.single_writer))
-        resolved.append(table)
-    return config.model_copy(update={"tables": tuple(resolved)})
+    if table.table and not table.path:
+        if spark is None:
+            raise TableAccessError(f"tables.{table.name}: a catalog name needs a Spark session to resolve")
+        session = spark() if callable(spark) else spark
+        table = table.model_copy(update={"path": catalog_location(session, table.table)})
+    register(Location(table.path, table.table, table.storage_options, table.single_writer))
+    return table

@@ -14,7 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 __all__ = ["ByteSize", "Duration", "parse_duration", "parse_size"]
 
-_SIZE_UNITS = {
+_SIZE_UNITS: dict[str, float] = {
     "b": 1,
     "kb": 10**3,
     "mb": 10**6,
@@ -25,33 +25,32 @@ _SIZE_UNITS = {
     "gib": 2**30,
     "tib": 2**40,
 }
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_UNITS: dict[str, float] = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _amount(value: Any, units: dict[str, float], example: str) -> tuple[float, str]:
+    """The number and the (lower-case, possibly empty) unit of a string like ``"128MiB"``."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
+    unit = match.group(2).lower() if match else ""
+    if isinstance(value, bool) or not match or (unit and unit not in units):
+        raise ValueError(f"expected {example}, units {sorted(units)}")
+    return float(match.group(1)), unit
 
 
 def parse_size(value: Any) -> int:
     """Bytes from an int or a string like ``"128MiB"`` (decimal and binary units)."""
-    if isinstance(value, bool):
-        raise ValueError("expected a size such as 134217728 or '128MiB'")
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return int(value)
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
-    unit = match.group(2).lower() if match else ""
-    if not match or (unit and unit not in _SIZE_UNITS):
-        raise ValueError(f"expected a size such as 134217728 or '128MiB', units {sorted(_SIZE_UNITS)}")
-    return int(float(match.group(1)) * _SIZE_UNITS.get(unit, 1))
+    number, unit = _amount(value, _SIZE_UNITS, "a size such as 134217728 or '128MiB'")
+    return int(number * _SIZE_UNITS.get(unit, 1))
 
 
 def parse_duration(value: Any) -> float:
     """Seconds from a number or a string like ``"5m"``/``"7d"``."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration such as 300 or '5m'")
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
-    unit = match.group(2).lower() if match else ""
-    if not match or (unit and unit not in _DURATION_UNITS):
-        raise ValueError(f"expected a duration such as 300 or '5m', units {sorted(_DURATION_UNITS)}")
-    return float(match.group(1)) * _DURATION_UNITS.get(unit or "s", 1)
+    number, unit = _amount(value, _DURATION_UNITS, "a duration such as 300 or '5m'")
+    return number * _DURATION_UNITS.get(unit or "s", 1)
 
 
 ByteSize = Annotated[int, BeforeValidator(parse_size), Field(ge=0)]

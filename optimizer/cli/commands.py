@@ -137,14 +137,14 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def _optimized(path: str, result: OptimizeResult) -> str:
-    """The human summary of one OPTIMIZE run (a liquid table's says what Delta's clustering did)."""
-    liquid = result.output.get("clustering")
+    """The human summary of one OPTIMIZE run (one by Delta's own commands says what they did)."""
+    by_delta = result.output.get("clustering")
     if result.version is None:
-        return f"{liquid}; nothing to commit" if liquid else "nothing to optimise: no unclustered files"
+        return f"{by_delta}; nothing to commit" if by_delta else "nothing to optimise: no unclustered files"
     files = f"{path}: version {result.version}, {result.files_in} -> {result.files_out} files, "
     files += f"{result.bytes_in:,} -> {result.bytes_out:,} bytes"
-    if liquid:
-        return f"{files}; committed by Delta's own OPTIMIZE\n  {liquid}"
+    if by_delta:
+        return f"{files}; committed by Delta's own OPTIMIZE\n  {by_delta}"
     who = "Delta's own transaction" if result.committed_by == "delta-spark" else result.committed_by
     lines = [f"{files}, {result.rows:,} rows; committed by {who}"]
     if result.properties:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from optimizer.clustering.layout import Progress
     from optimizer.table.access import DataFile, Snapshot, TableAccess
+    from optimizer.table.rewrite import CommitEngine
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +52,12 @@ def clustering_keys(features: FeatureSet, limit: int | None = MAX_KEYS) -> tuple
     return keys, left
 
 
-def delta_expressible(features: FeatureSet, clustered: bool = False) -> FeatureSet:
-    """The part of `features` Delta's commands apply: what a layout by them should be priced as."""
-    keys, _ = clustering_keys(features, MAX_KEYS if clustered else None)
-    return replace(
-        features, z=tuple(f for f in features.z if f.is_plain_column and f.column in keys), sop=(), joined=()
-    )
+def delta_expressible(features: FeatureSet, clustered: bool = False) -> tuple[FeatureSet, list[str]]:
+    """(the part of `features` Delta's commands apply: what a layout by them should be priced as; what
+    they cannot express)."""
+    keys, left = clustering_keys(features, MAX_KEYS if clustered else None)
+    kept = tuple(f for f in features.z if f.is_plain_column and f.column in keys)
+    return replace(features, z=kept, sop=(), joined=()), left
 
 
 def apply_with_delta(
@@ -105,6 +106,13 @@ def describe(done: Mapping[str, Any]) -> str:
     return f"liquid table: {change}, Delta's OPTIMIZE clustered {files}{left}"
 
 
+def laid_out_by_delta(engine: CommitEngine, snapshot: Snapshot) -> bool:
+    """Whether Delta's own commands lay the table out: in a SQL-only session always, elsewhere a liquid
+    table (one with no feature deltaopt does not know) where Delta's engine is there to cluster it."""
+    features = snapshot.features
+    return engine == "delta-sql" or (engine == "delta-spark" and features.clustered and not features.unknown())
+
+
 def optimize_with_delta(
     spark: SparkSession,
     table: TableAccess,
@@ -115,11 +123,12 @@ def optimize_with_delta(
     *,
     metadata: Mapping[str, Any] | None,
     files: Sequence[DataFile] | None = None,
+    engine: CommitEngine = "delta-sql",
 ) -> OptimizeResult:
     """Delta's own commands lay the table out; the files they wrote are recorded as this run's, so the
     service does not take them for new data on its next tick. Without `files` to lay out (default: the
     files no run clustered) no Z-order runs: Delta's ``OPTIMIZE ZORDER BY`` cannot be pointed at files
-    and would rewrite the whole table again."""
+    and would rewrite the whole table again. `engine` is who commits in `spark` (`commit_engine`)."""
     started = time.perf_counter()
     clustered = snapshot.features.clustered
     if not clustered and not (files if files is not None else unclustered_files(table, snapshot)):
@@ -129,8 +138,7 @@ def optimize_with_delta(
     summary = describe(done)
     progress(summary)
     if version is not None:
-        _record_delta_files(table, snapshot, version, run_id, delta_expressible(features, clustered))
-    committed = "delta-spark" if clustered and spark_has_jvm(spark) else "delta-sql"
+        _record_delta_files(table, snapshot, version, run_id, delta_expressible(features, clustered)[0])
     return OptimizeResult(
         run_id=run_id,
         version=version,
@@ -145,13 +153,9 @@ def optimize_with_delta(
         features=features.as_dict(),
         seconds={"total": round(time.perf_counter() - started, 3)},
         output={"writer": "delta", "clustering": summary, "not_applied": done["not_applied"], "engine": done["engine"]},
-        committed_by=committed if version is not None else "",
+        committed_by=engine if version is not None else "",
         properties={"clusterBy": ",".join(done["keys"])} if done.get("keys_changed") else {},
     )
-
-
-def spark_has_jvm(spark: SparkSession) -> bool:
-    return getattr(spark, "_jvm", None) is not None
 
 
 def _record_delta_files(table: TableAccess, before: Snapshot, version: int, run_id: str, applied: FeatureSet) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from optimizer.clustering.by_delta import optimize_with_delta
+from optimizer.clustering.by_delta import laid_out_by_delta, optimize_with_delta
 from optimizer.clustering.joined import joined_ranges
 from optimizer.clustering.layout import Layout, Progress, cluster_frame, fingerprint_columns, wrap64
 from optimizer.clustering.result import OptimizeResult
@@ -82,9 +82,10 @@ def optimize(
     started, engine, run_id = time.perf_counter(), commit_engine(spark), run_id or uuid.uuid4().hex[:16]
     committer = None if engine == "delta-sql" else committer_for(table, spark)  # an unsafe store: refused first
     snapshot = snapshot or table.snapshot()  # a feature the rewrite cannot honour: refused before any work
-    liquid = engine == "delta-spark" and snapshot.features.clustered and not snapshot.features.unknown()
-    if committer is None or liquid:  # Delta's own commands lay it out
-        return optimize_with_delta(spark, table, features, snapshot, run_id, progress, metadata=metadata, files=files)
+    if committer is None or laid_out_by_delta(engine, snapshot):  # Delta's own commands lay it out
+        return optimize_with_delta(
+            spark, table, features, snapshot, run_id, progress, metadata=metadata, files=files, engine=engine
+        )
     check_rewritable(snapshot.features, table.uri, delta_engine=committer.engine == "delta-spark")
     properties = indexing_properties(snapshot, key_columns(features)) if stats_for_keys else {}
     if properties:

@@ -24,7 +24,7 @@ class OptimizeResult:
     features: Mapping[str, object]
     seconds: Mapping[str, float] = field(default_factory=dict)
     output: Mapping[str, object] = field(default_factory=dict)  # codec and row-group size written with
-    committed_by: str = ""  # "delta-spark" (Delta's transaction) or "delta-rs"; empty when nothing was committed
+    committed_by: str = ""  # delta-spark (Delta's transaction), delta-sql (Delta's own OPTIMIZE) or delta-rs; "": none
     properties: Mapping[str, str] = field(default_factory=dict)  # table properties set first (key statistics)
     health: Mapping[str, Any] = field(default_factory=dict)  # the keys' layout health before and after
 

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from optimizer.table.access import TableAccess
     from querylog.store import OlderRecords
 
-Applies = Callable[[FeatureSet], FeatureSet]  # the part of a feature set a job can lay out
+# the part of a feature set a job can lay out, and what it cannot (named in the decision's reason)
+Applies = Callable[[FeatureSet], tuple[FeatureSet, list[str]]]
 
 
 def estimate(
@@ -129,9 +130,7 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
     i, thresholds = inputs, inputs.thresholds
     analysis = i.analyse(base["table"])
     seconds = {"analyse": time.perf_counter() - started}
-    analysed, note = analysis.features, ""
-    if i.applies is not None:
-        analysed, note = _applicable(i.applies, analysed)
+    analysed, note = _applicable(i.applies, analysis.features)
     joined = analysed.joined  # not searched: the layouts compared below are with and without them
     features = replace(analysed, joined=())
     if features.is_empty and not joined:
@@ -186,11 +185,11 @@ def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) 
     )
 
 
-def _applicable(applies: Applies, features: FeatureSet) -> tuple[FeatureSet, str]:
+def _applicable(applies: Applies | None, features: FeatureSet) -> tuple[FeatureSet, str]:
     """The part of `features` the job can apply, and what the reason says of the rest."""
-    kept = applies(features)
-    left = [f.expression for f in features.z if f not in kept.z] + [f"SOP {f.predicate}" for f in features.sop]
-    left += [f"joined {j.dimension}.{j.attribute}" for j in features.joined if j not in kept.joined]
+    if applies is None:
+        return features, ""
+    kept, left = applies(features)
     return kept, (f"; priced as the job can apply it, without {', '.join(left)}" if left else "")
 
 

@@ -14,10 +14,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from optimizer.catalog import delta_tables_under
+from optimizer.catalog import delta_tables_under, resolved_table
 from optimizer.config import Config, DiscoverySettings, TableSettings
 from optimizer.errors import TableAccessError
-from optimizer.table.locations import Location, catalog_location, register
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -76,12 +75,9 @@ class Discovery:
             if not _watched(row.name):
                 continue
             try:  # where it is, through the catalog; a view or a non-Delta table is not watched
-                location = catalog_location(spark, name)
+                tables.append(resolved_table(TableSettings(name=name, table=name, **settings), spark))
             except TableAccessError as err:
                 log.debug("not watching %s: %s", name, err)
-                continue
-            register(Location(location, name))
-            tables.append(TableSettings(name=name, table=name, **settings).model_copy(update={"path": location}))
         return tables
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from optimizer.table.storage import arrow_filesystem
+from optimizer.table import open_table
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -37,7 +37,7 @@ PROBE_BATCH = 32  # commit files stat-ed per request while looking for the newes
 def latest_version(uri: str, storage_options: Mapping[str, str] | None = None) -> int | None:
     """The newest committed version of the Delta table at `uri` without replaying its log: the version
     ``_last_checkpoint`` names, then the commit files after it that exist. None: no table there."""
-    fs, root = arrow_filesystem(uri, storage_options or {}) if "://" in uri else (pafs.LocalFileSystem(), uri)
+    fs, root = open_table(uri, dict(storage_options or {})).filesystem()  # opening reads nothing
     log_dir = f"{root.rstrip('/')}/_delta_log"
     start = -1
     try:
