@@ -27,6 +27,7 @@ class Action(StrEnum):
     RECLUSTER = "recluster"
     RECLUSTER_DRY_RUN = "recluster (dry run)"
     RECLUSTER_LOST_RACE = "recluster (lost race)"
+    DEFERRED = "deferred"  # a job decided, waiting in the fleet queue (rank, slots or budget)
     SKIP = "skip"
     PAUSED = "paused"
     ERROR = "error"

@@ -1,10 +1,12 @@
 """``deltaopt serve``: APScheduler runs each table's tick on its interval, until stopped.
 
-One interval job per table (with jitter, at most one running instance, missed runs coalesced), a
-thread pool as wide as the number of tables, and a semaphore capping concurrent OPTIMIZE jobs. On
-SIGTERM/SIGINT no new job starts; running ticks get a grace period to finish, then their Spark jobs are
-cancelled: an interrupted OPTIMIZE commits nothing (the commit is the last, atomic step), so the table
-is never left half rewritten. ``--once`` runs one tick per table and returns.
+One interval job per table (with jitter, at most one running instance, missed runs coalesced) on a
+fixed pool of ``service.workers`` threads, the first ticks spread over each table's interval. Jobs the
+ticks decide go through the fleet queue (`service.fleet`): started in rank order under the job slots
+and the budget, none before every table has ticked once. On SIGTERM/SIGINT no new job starts; running
+ticks get a grace period to finish, then their Spark jobs are cancelled: an interrupted OPTIMIZE commits
+nothing (the commit is the last, atomic step), so the table is never left half rewritten. ``--once``
+runs one tick per table, then starts the decided jobs in rank order, and returns.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -20,11 +23,13 @@ from costmodel.cost import load as load_cost_model
 from optimizer.catalog import resolve_tables
 from optimizer.config import Config, TableSettings
 from optimizer.runtime import build_session
+from optimizer.service.context import ServiceContext
 from optimizer.service.decisions import DecisionLog
 from optimizer.service.discovery import Discovery
-from optimizer.service.record import TickRecord
+from optimizer.service.fleet import Budget, FleetQueue
+from optimizer.service.record import Action, TickRecord
 from optimizer.service.state import StateStore
-from optimizer.service.tick import ServiceContext, tick
+from optimizer.service.tick import tick, write
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,9 +59,14 @@ def context(config: Config, spark: Callable[[], SparkSession] | None = None) -> 
         state=StateStore(config.service.state_dir),
         decisions=DecisionLog(config.decision_log_path, config.service.decisions_path),
         cost_model=load_cost_model(config.service.cost_model_path),
-        job_slots=threading.Semaphore(config.service.max_concurrent_jobs),
+        queue=FleetQueue(config.service.max_concurrent_jobs, budget(config), config.service.fleet_path),
         estimate_slots=threading.Semaphore(config.service.max_concurrent_estimates),
     )
+
+
+def budget(config: Config) -> Budget:
+    settings = config.service.budget
+    return Budget(settings.cluster_seconds_per_hour, settings.cluster_seconds_per_day, settings.aging)
 
 
 def watched(ctx: ServiceContext) -> Discovery:
@@ -67,8 +77,19 @@ def watched(ctx: ServiceContext) -> Discovery:
 
 
 def run_once(ctx: ServiceContext, now: datetime | None = None) -> list[TickRecord]:
-    """One tick per watched table (configured, then discovered), in order."""
-    return [tick(table, ctx, now) for table in watched(ctx).tables()]
+    """One tick per watched table (configured, then discovered), in order; the jobs they decide wait
+    until every table has decided, then start in rank order within the budget (`service.fleet`). A table
+    whose job started returns the job's record."""
+    now = now or datetime.now(UTC)
+    with ctx.queue.held():
+        records = {table.name: tick(table, ctx, now) for table in watched(ctx).tables()}
+    records.update(ctx.queue.dispatch(now).records)
+    reasons = ctx.queue.reasons(now)
+    for name, record in records.items():  # jobs still waiting: their records say why, and are written
+        if record.action is Action.DEFERRED and not record.job and "; deferred: " not in record.reason:
+            why = reasons.get(name, "waiting in the fleet queue")
+            records[name] = write(replace(record, reason=f"{record.reason}; deferred: {why}"), ctx)
+    return list(records.values())
 
 
 def serve(ctx: ServiceContext, install_signals: bool = True) -> None:
@@ -86,6 +107,10 @@ def serve(ctx: ServiceContext, install_signals: bool = True) -> None:
         timezone=UTC,
     )
     _schedule(scheduler, ctx, tables)
+    # jobs of other tables than the dispatching tick's start on the pool; none before each table's first
+    # tick, so that the first pass ranks every candidate (`service.fleet`)
+    ctx.queue.launch = lambda job: scheduler.add_job(job, name="fleet job")
+    ctx.queue.warm_up({t.name for t in tables if not t.paused})
     if ctx.config.discover:  # new tables join, vanished ones leave, without a restart
         relist = min(source.relist for source in ctx.config.discover)
         scheduler.add_job(_relisted, "interval", seconds=relist, args=[scheduler, ctx, discovery], id="relist")
@@ -125,6 +150,7 @@ def _relisted(scheduler: Any, ctx: ServiceContext, discovery: Discovery) -> None
     for name in sorted(before - set(now)):
         log.warning("%s is no longer found by discovery: no longer watched", name)
         scheduler.remove_job(name)
+        ctx.queue.drop(name)
     added = [now[name] for name in sorted(set(now) - before)]
     if added:
         log.info("discovered %d new table(s): %s", len(added), ", ".join(t.name for t in added))

@@ -1,13 +1,15 @@
 """One tick for one table: a plain function the scheduler, ``--once`` and tests all call.
 
+    a job of this table running? ─► record that, decide nothing
     paused? ─► record "paused"; a table feature no rewrite may touch (liquid clustering)? ─► "skip", why
+    nothing moved since the last verdict? ─► repeat it (`service.idle`), no log replay, no Spark
     settle a run the state says was in progress (committed: note it; else it died: retry later)
     tail the query log from the stored position
     estimate: enough unclustered bytes? features (benefit search)? cost vs benefit? ─► decision
     optimise? merge: the young runs laid out the same way join the new data when the union nets more
-    optimize (unless dry run or shutting down): executor chosen from the writers' commitInfo,
-        at most `max_concurrent_jobs` at once across tables
-    no new data optimised? drift: re-cluster files laid out for an older workload, within the budget
+    no new data to optimise? drift: re-cluster files laid out for an older workload, within the budget
+    a job decided (not a dry run)? ─► the fleet queue (`service.fleet`): it starts now if it ranks
+        high enough for a free slot and the budget, else the record says why it waits
     write the decision record, save the state
 
 Errors of one table (unreachable table, failed job, lost race) are recorded as that tick's outcome
@@ -17,113 +19,51 @@ and never stop the service or the other tables.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
 
-from costmodel.cost import CostModel
 from optimizer.analysis.context import TableContext
-from optimizer.catalog import table_locations
 from optimizer.clustering.by_delta import delta_expressible
 from optimizer.clustering.groups import layout_key
-from optimizer.config import Config, TableSettings
-from optimizer.errors import KNOWN, CommitConflictError, JobSubmissionError, UnsupportedTableError
+from optimizer.config import TableSettings
+from optimizer.errors import KNOWN, UnsupportedTableError
 from optimizer.estimate.decision import estimate
-from optimizer.estimate.record import Decision
 from optimizer.features import FeatureSet
-from optimizer.service.decisions import DecisionLog
-from optimizer.service.drift import ReclusterPlan, plan_recluster
-from optimizer.service.executors import Executor, OptimizeRequest, choose_executor
+from optimizer.service.context import Draft, ServiceContext
+from optimizer.service.drift import plan_recluster
+from optimizer.service.fleet import Candidate
 from optimizer.service.idle import latest_version, reusable, verdict_key
-from optimizer.service.merge import MergePlan, plan_merge
-from optimizer.service.record import Action, JobRecord, TickRecord
-from optimizer.service.state import RunInProgress, StateStore, TableState
+from optimizer.service.jobs import Job, PendingJob, job_for, settle_run, sql_only, start
+from optimizer.service.merge import plan_merge
+from optimizer.service.record import Action, TickRecord
+from optimizer.service.state import TableState
 from optimizer.skipping.extended import load_index
 from optimizer.table import open_table
-from optimizer.table.access import commit_of_run
 from optimizer.table.protocol import check_rewritable
 from querylog.store import QueryLogTable
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from optimizer.table.access import Commit
-
 log = logging.getLogger(__name__)
-ExecutorChooser = Callable[[TableSettings, "list[Commit]"], tuple[Executor, str]]
-
-
-@dataclass
-class ServiceContext:
-    """What ticks share: configuration, the service's Spark, state, decisions, cost model, job slots."""
-
-    config: Config
-    spark: Callable[[], SparkSession]
-    state: StateStore
-    decisions: DecisionLog
-    cost_model: CostModel
-    job_slots: threading.Semaphore
-    estimate_slots: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(2))
-    stopping: threading.Event = field(default_factory=threading.Event)
-    choose: ExecutorChooser | None = None  # tests inject executors; default: choose_executor
-    _locations: dict[str, str] | None = None
-
-    def locations(self) -> dict[str, str]:
-        """Where the configured tables and those under ``schemas.locations`` are (listed once per
-        service: the dimensions joined features read)."""
-        if self._locations is None:
-            self._locations = table_locations(self.config)
-        return self._locations
-
-    def executor_for(self, table: TableSettings, commits: list[Commit]) -> tuple[Executor, str]:
-        if self.choose is not None:
-            return self.choose(table, commits)
-        return choose_executor(self.config.execution, commits, self.spark, self.config.spark)
-
-
-@dataclass
-class _Draft:
-    """The record's parts as the tick's steps fill them in; frozen into a `TickRecord` at the end."""
-
-    action: Action = Action.SKIP
-    reason: str = ""
-    decision: Decision | None = None
-    recluster: ReclusterPlan | None = None
-    merge: MergePlan | None = None
-    job: JobRecord | None = None
-    new_queries: int | None = None
-    previous_run: str | None = None
-    reused: bool = False
-
-    def record(self, table: TableSettings, now: datetime, *, dry_run: bool, seconds: float) -> TickRecord:
-        return TickRecord(
-            ts=now,
-            table=table.name,
-            path=table.path,
-            dry_run=dry_run,
-            action=self.action,
-            reason=self.reason,
-            decision=self.decision,
-            recluster=self.recluster,
-            merge=self.merge,
-            job=self.job,
-            new_queries=self.new_queries,
-            previous_run=self.previous_run,
-            reused=self.reused,
-            tick_seconds=round(seconds, 3),
-        )
+__all__ = ["ServiceContext", "tick", "write"]
 
 
 def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None) -> TickRecord:
-    """Run one tick for `table` and return its record (also written to the decision log)."""
+    """Run one tick for `table` and return its record (also written to the decision log): the job's
+    record when the tick's job started at once."""
     now = now or datetime.now(UTC)
+    with ctx.queue.ticking(table.name) as free:
+        if not free:  # its job started from the queue and runs: deciding again would race it
+            draft = Draft(reason="an OPTIMIZE job of this table is running: decided again after it ends")
+            record = draft.record(table, now, dry_run=False, seconds=0.0)
+            ctx.decisions.write(record.as_dict(), table=False)
+            return record
+        return _decide_and_queue(table, ctx, now)
+
+
+def _decide_and_queue(table: TableSettings, ctx: ServiceContext, now: datetime) -> TickRecord:
     started = time.perf_counter()
     dry_run = ctx.config.service.dry_run if table.dry_run is None else table.dry_run
-    draft = _Draft()
+    draft = Draft()
     state = ctx.state.load(table.name)
     try:
         if table.paused:
@@ -136,40 +76,78 @@ def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None)
     except Exception as err:  # one table's failure must not stop the others; it is recorded
         draft.action, draft.reason = Action.ERROR, f"unexpected {type(err).__name__}: {err}"
         log.exception("tick of %s failed", table.name)
-    record = draft.record(table, now, dry_run=dry_run, seconds=time.perf_counter() - started)
     if draft.action is Action.ERROR:
-        state = state.with_(verdict={})
-    ctx.state.save(state.with_(ticks=state.ticks + 1, last_decision=record.summary()))
-    ctx.decisions.write(record.as_dict(), table=not draft.reused)  # a repeated verdict commits nothing
+        state, draft.pending, draft.queued = state.with_(verdict={}), None, False
+    if draft.pending is None and not draft.queued:
+        ctx.queue.drop(table.name)  # decided again without a job: a job queued earlier is void
+    elif draft.pending is not None:
+        ctx.queue.submit(_candidate(table, ctx, now, state, draft))
+    ctx.state.save(state.with_(ticks=state.ticks + 1))
+    if draft.pending is not None or draft.queued:
+        dispatched = ctx.queue.dispatch(now, own=table.name)
+        if table.name in dispatched.records:  # started at once: the job's record is the tick's
+            return dispatched.records[table.name]
+        draft.action = Action.DEFERRED
+        if dispatched.held:  # the pass ranks first: `run_once` says why it waits and writes the record
+            return draft.record(table, now, dry_run=dry_run, seconds=time.perf_counter() - started)
+        draft.reason = f"{draft.reason}; deferred: {dispatched.deferred or 'waiting in the fleet queue'}"
+    return write(draft.record(table, now, dry_run=dry_run, seconds=time.perf_counter() - started), ctx)
+
+
+def write(record: TickRecord, ctx: ServiceContext) -> TickRecord:
+    """Record the tick: the decision log (a repeated verdict commits nothing) and the state's summary."""
+    ctx.state.save(ctx.state.load(record.table).with_(last_decision=record.summary()))
+    ctx.decisions.write(record.as_dict(), table=not record.reused)
     return record
 
 
+def _candidate(table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, draft: Draft) -> Candidate:
+    """The fleet queue's view of the draft's job; starting it runs the job and records its outcome."""
+    pending = draft.pending
+    assert pending is not None
+    decided = replace(draft)  # the tick goes on with its own draft (e.g. to say why it waits)
+    return Candidate(
+        table=table.name,
+        kind=pending.action.value,
+        net=pending.net,
+        cost=pending.cost,
+        key=state.verdict.get("key", ""),
+        since=now,
+        start=lambda when, note: start(table, ctx, decided, when, note),
+    )
+
+
 def _tick_unless_unchanged(
-    table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, draft: _Draft, dry_run: bool
+    table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, draft: Draft, dry_run: bool
 ) -> TableState:
-    """The last verdict again when nothing it was made from moved (`service.idle`), else a full tick."""
+    """The last verdict again when nothing it was made from moved (`service.idle`), else a full tick. A
+    verdict that queued a job stands while the queue still holds that job."""
     versions = (
         latest_version(table.path, table.storage_options),
         latest_version(table.query_log_path, table.storage_options),
     )
     key = verdict_key(table, ctx.config, ctx.cost_model, versions)
     last = state.verdict
-    if state.run is None and last and reusable(last.get("key"), last.get("at", ""), key, now):
+    waiting = last.get("action") != Action.DEFERRED.value or ctx.queue.holds(table.name, key)
+    if state.run is None and last and waiting and reusable(last.get("key"), last.get("at", ""), key, now):
         draft.action, draft.reused = Action(last["action"]), True
+        draft.queued = draft.action is Action.DEFERRED
         draft.reason = f"nothing moved since {last['at']} (table version {versions[0]}, query log version "
         draft.reason += f"{versions[1]}): {last['reason']}"
         return state
     state = _tick(table, ctx, now, state, draft, dry_run)
     if not _repeatable(draft, table):
         return state.with_(verdict={})
-    return state.with_(
-        verdict={"key": key, "at": now.isoformat(), "action": draft.action.value, "reason": draft.reason}
-    )
+    action = Action.DEFERRED if draft.pending is not None else draft.action
+    return state.with_(verdict={"key": key, "at": now.isoformat(), "action": action.value, "reason": draft.reason})
 
 
-def _repeatable(draft: _Draft, table: TableSettings) -> bool:
+def _repeatable(draft: Draft, table: TableSettings) -> bool:
     """Whether a tick with the same inputs would decide the same: no job ran (it moved the table), and no
-    drift check was held back by a byte budget (the daily one frees itself over time)."""
+    drift check was held back by a byte budget (the daily one frees itself over time). A job decided and
+    handed to the queue is repeatable: until it starts, the same inputs decide the same job."""
+    if draft.pending is not None:
+        return True
     if draft.action not in (Action.SKIP, Action.OPTIMIZE_DRY_RUN, Action.RECLUSTER_DRY_RUN) or draft.job is not None:
         return False
     held_back = draft.recluster is not None and draft.recluster.budget <= 0
@@ -177,10 +155,10 @@ def _repeatable(draft: _Draft, table: TableSettings) -> bool:
 
 
 def _tick(
-    table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, draft: _Draft, dry_run: bool
+    table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, draft: Draft, dry_run: bool
 ) -> TableState:
     delta = open_table(table.path)
-    state = _settle_run(delta, state, draft)
+    state = settle_run(delta, state, draft)
     snapshot = delta.snapshot()  # read once: the feature check and the estimate share it
     try:  # a table no rewrite may touch (liquid clustering, an unknown feature) costs no estimate
         check_rewritable(snapshot.features, table.path, delta_engine=True)
@@ -195,8 +173,8 @@ def _tick(
         ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model, ctx.locations()
     )
     commits = delta.history((state.last_optimized_version or -1) + 1)
-    job = _job(table, ctx, commits)  # what it can apply is what the estimate prices
-    applies = delta_expressible if _sql_only(job) else None
+    job = job_for(table, ctx, commits)  # what it can apply is what the estimate prices
+    applies = delta_expressible if sql_only(job) else None
     with ctx.estimate_slots:  # Spark samples: a few at once, whatever the number of tables
         decision = estimate(context, snapshot=snapshot, index=load_index(delta, snapshot), applies=applies)
     draft.decision = decision
@@ -204,22 +182,27 @@ def _tick(
     if decision.features is not None:  # what the estimate would lay data out on for today's workload
         state = state.with_layout(layout_key(decision.features), now)
     if not decision.optimize:
-        return _drift(table, ctx, now, state, draft, dry_run=dry_run, job=job, delta=delta, log_table=log_table)
+        return _drift(table, ctx, now, state, draft, dry_run=dry_run, job=job, context=context)
     draft.merge = None if ctx.stopping.is_set() else plan_merge(context, state, decision)
     files: tuple[str, ...] | None = None
+    merged = None
     if draft.merge is not None and draft.merge.taken and draft.merge.decision is not None:
-        decision, files = draft.merge.decision, draft.merge.files
+        decision, files, merged = draft.merge.decision, draft.merge.files, draft.merge.bytes
         draft.reason = f"{draft.reason}; {draft.merge.reason}"
         state = state.with_layout(layout_key(decision.features), now)
     if dry_run:
         draft.action, draft.reason = Action.OPTIMIZE_DRY_RUN, draft.reason + "; dry run: not optimised"
         return state
-    features = decision.features or FeatureSet()  # an optimise verdict always has features
-    state = _run_job(
-        table, ctx, now, state, draft, job=job, features=features, files=files, read_version=decision.version
+    draft.pending = PendingJob(
+        Action.OPTIMIZE,
+        job,
+        decision.features or FeatureSet(),  # an optimise verdict always has features
+        files,
+        decision.version,
+        net=decision.net or 0.0,
+        cost=decision.cost.seconds if decision.cost is not None else 0.0,
+        reclustered_bytes=merged,
     )
-    if files is not None and draft.merge is not None and draft.action is Action.OPTIMIZE:  # committed
-        state = state.with_reclustered(now, draft.merge.bytes)
     return state
 
 
@@ -228,20 +211,16 @@ def _drift(
     ctx: ServiceContext,
     now: datetime,
     state: TableState,
-    draft: _Draft,
+    draft: Draft,
     *,
     dry_run: bool,
     job: Job,
-    delta: Any,
-    log_table: QueryLogTable,
+    context: TableContext,
 ) -> TableState:
     """No new data to optimise: re-cluster files laid out for an older workload, if that pays (not
     where Delta's own OPTIMIZE runs the job: it cannot be pointed at chosen files)."""
-    if ctx.stopping.is_set() or _sql_only(job):
+    if ctx.stopping.is_set() or sql_only(job):
         return state
-    context = TableContext(
-        ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model, ctx.locations()
-    )
     plan = plan_recluster(context, state)
     draft.recluster = plan
     checked = {**state.recluster_checked, **{key: now.isoformat() for key in plan.checked}}
@@ -253,84 +232,15 @@ def _drift(
     if dry_run:
         draft.action, draft.reason = Action.RECLUSTER_DRY_RUN, plan.reason + "; dry run: not re-clustered"
         return state
-    features = plan.decision.features or FeatureSet()
-    state = _run_job(
-        table, ctx, now, state, draft, job=job, features=features, files=plan.files, read_version=plan.decision.version
+    draft.pending = PendingJob(
+        Action.RECLUSTER,
+        job,
+        plan.decision.features or FeatureSet(),
+        plan.files,
+        plan.decision.version,
+        net=plan.decision.net or 0.0,
+        cost=plan.decision.cost.seconds if plan.decision.cost is not None else 0.0,
+        reclustered_bytes=plan.bytes,
+        drift_group=plan.group,
     )
-    if draft.action is Action.RECLUSTER:  # committed (a lost race is RECLUSTER_LOST_RACE)
-        # the new layout was just estimated; the rest of the old group is due again on the next tick
-        checked = {**state.recluster_checked, layout_key(features): now.isoformat()}
-        checked.pop(plan.group or "", None)
-        state = state.with_reclustered(now, plan.bytes).with_(recluster_checked=checked)
     return state
-
-
-Job = tuple[Executor, str] | JobSubmissionError  # the executor and why; or why there is none
-
-
-def _job(table: TableSettings, ctx: ServiceContext, commits: list[Commit]) -> Job:
-    """The executor a job of this tick would run on, chosen before the estimate (which prices what it
-    can apply); when there is none the tick still decides, and fails only if it would run a job."""
-    try:
-        return ctx.executor_for(table, commits)
-    except JobSubmissionError as err:
-        return err
-
-
-def _sql_only(job: Job) -> bool:
-    return not isinstance(job, JobSubmissionError) and job[0].sql_only
-
-
-def _run_job(
-    table: TableSettings,
-    ctx: ServiceContext,
-    now: datetime,
-    state: TableState,
-    draft: _Draft,
-    *,
-    job: Job,
-    features: FeatureSet,
-    files: tuple[str, ...] | None,
-    read_version: int,
-) -> TableState:
-    """Run the OPTIMIZE job of a decision on `job`: the executor the writers' commits point to, and why."""
-    if ctx.stopping.is_set():
-        draft.action, draft.reason = Action.SKIP, draft.reason + "; service shutting down: not started"
-        return state
-    if isinstance(job, JobSubmissionError):  # no executor (e.g. credentials missing): the job cannot start
-        raise job
-    executor, why = job
-    run = RunInProgress(uuid.uuid4().hex[:16], read_version, now.isoformat())
-    ctx.state.save(state.with_(run=run))  # a crash from here on is settled by the next tick
-    request = OptimizeRequest(
-        table.path,
-        features,
-        table.thresholds.target_file_size,
-        run.run_id,
-        read_version,
-        files=files,
-        output=table.thresholds.output,
-        stats_for_keys=table.thresholds.stats_for_clustering_keys,
-    )
-    with ctx.job_slots:
-        try:
-            outcome = executor.run(request)
-        except CommitConflictError as err:
-            draft.job = JobRecord(executor.name, why, run.run_id, error=str(err))
-            draft.action = draft.action.lost_race
-            return state.with_(run=None)
-    draft.job = JobRecord(executor.name, why, run.run_id, outcome)
-    return state.with_(run=None, last_optimized_version=outcome.version or state.last_optimized_version)
-
-
-def _settle_run(delta: Any, state: TableState, draft: _Draft) -> TableState:
-    """A run the state says was in progress either committed (find it in the history) or died before
-    committing, which left the table unchanged; either way the state moves on."""
-    if state.run is None:
-        return state
-    landed = commit_of_run(delta.history(state.run.read_version + 1), state.run.run_id)
-    if landed is not None:
-        draft.previous_run = f"run {state.run.run_id} committed version {landed.version}"
-        return state.with_(run=None, last_optimized_version=landed.version)
-    draft.previous_run = f"run {state.run.run_id} died before committing; the table is unchanged"
-    return state.with_(run=None)

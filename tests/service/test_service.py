@@ -75,13 +75,11 @@ def make_table(spark, path: str, rows: int = 20000, start: int = 0, files: int =
     return table
 
 
-def log_queries(path: str, count: int = 60, now: datetime = NOW, filters: bool = True) -> None:
+def log_queries(path: str, count: int = 60, now: datetime = NOW, filters: bool = True, table: str = "events") -> None:
     records = []
     for i in range(count):
         chosen = (f"x >= {i * 15 % 1000}", f"x < {i * 15 % 1000 + 20}") if filters else ()
-        records.append(
-            ScanRecord(f"q{i}-{now.timestamp()}", now - timedelta(minutes=i), "events", chosen, ("x",), "test")
-        )
+        records.append(ScanRecord(f"q{i}-{now.timestamp()}", now - timedelta(minutes=i), table, chosen, ("x",), "test"))
     QueryLogTable(path).append(records)
 
 

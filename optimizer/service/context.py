@@ -1,0 +1,93 @@
+"""What a tick works with: the service's shared context, and the record a tick fills in as it goes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from costmodel.cost import CostModel
+from optimizer.catalog import table_locations
+from optimizer.config import Config, TableSettings
+from optimizer.service.decisions import DecisionLog
+from optimizer.service.executors import Executor, choose_executor
+from optimizer.service.fleet import FleetQueue
+from optimizer.service.record import Action, JobRecord, TickRecord
+from optimizer.service.state import StateStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from optimizer.estimate.record import Decision
+    from optimizer.service.drift import ReclusterPlan
+    from optimizer.service.jobs import PendingJob
+    from optimizer.service.merge import MergePlan
+    from optimizer.table.access import Commit
+
+ExecutorChooser = Callable[[TableSettings, "list[Commit]"], tuple[Executor, str]]
+
+
+@dataclass
+class ServiceContext:
+    """What ticks share: configuration, the service's Spark, state, decisions, cost model, the fleet
+    queue (job slots and budget) and the estimate slots."""
+
+    config: Config
+    spark: Callable[[], SparkSession]
+    state: StateStore
+    decisions: DecisionLog
+    cost_model: CostModel
+    queue: FleetQueue = field(default_factory=FleetQueue)
+    estimate_slots: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(2))
+    stopping: threading.Event = field(default_factory=threading.Event)
+    choose: ExecutorChooser | None = None  # tests inject executors; default: choose_executor
+    _locations: dict[str, str] | None = None
+
+    def locations(self) -> dict[str, str]:
+        """Where the configured tables and those under ``schemas.locations`` are (listed once per
+        service: the dimensions joined features read)."""
+        if self._locations is None:
+            self._locations = table_locations(self.config)
+        return self._locations
+
+    def executor_for(self, table: TableSettings, commits: list[Commit]) -> tuple[Executor, str]:
+        if self.choose is not None:
+            return self.choose(table, commits)
+        return choose_executor(self.config.execution, commits, self.spark, self.config.spark)
+
+
+@dataclass
+class Draft:
+    """The record's parts as the tick's steps fill them in; frozen into a `TickRecord` at the end."""
+
+    action: Action = Action.SKIP
+    reason: str = ""
+    decision: Decision | None = None
+    recluster: ReclusterPlan | None = None
+    merge: MergePlan | None = None
+    job: JobRecord | None = None
+    new_queries: int | None = None
+    previous_run: str | None = None
+    reused: bool = False
+    pending: PendingJob | None = None  # the job decided on, for the fleet queue
+    queued: bool = False  # the queue already holds this table's job (a repeated verdict)
+
+    def record(self, table: TableSettings, now: datetime, *, dry_run: bool, seconds: float) -> TickRecord:
+        return TickRecord(
+            ts=now,
+            table=table.name,
+            path=table.path,
+            dry_run=dry_run,
+            action=self.action,
+            reason=self.reason,
+            decision=self.decision,
+            recluster=self.recluster,
+            merge=self.merge,
+            job=self.job,
+            new_queries=self.new_queries,
+            previous_run=self.previous_run,
+            reused=self.reused,
+            tick_seconds=round(seconds, 3),
+        )

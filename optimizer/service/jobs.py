@@ -1,0 +1,143 @@
+"""A job a tick decided on: what the fleet queue holds (`PendingJob`) and how it runs once started.
+
+The job runs on the executor chosen before the estimate (the estimate priced what it can apply), with a
+`RunInProgress` saved first so that a crash is settled by the next tick (`settle_run`): committed
+runs are found in the history, others died before committing and left the table unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from optimizer.errors import KNOWN, CommitConflictError, JobSubmissionError
+from optimizer.features import FeatureSet
+from optimizer.service.executors import Executor, OptimizeRequest
+from optimizer.service.record import Action, JobRecord, TickRecord
+from optimizer.service.state import RunInProgress, TableState
+from optimizer.table.access import commit_of_run
+
+if TYPE_CHECKING:
+    from optimizer.config import TableSettings
+    from optimizer.service.context import Draft, ServiceContext
+    from optimizer.table.access import Commit
+
+Job = tuple[Executor, str] | JobSubmissionError  # the executor and why; or why there is none
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    """An OPTIMIZE a tick decided on (new data, a merge, or drift re-clustering), until it starts."""
+
+    action: Action  # OPTIMIZE or RECLUSTER
+    job: Job
+    features: FeatureSet
+    files: tuple[str, ...] | None  # None: the unclustered files when the job starts
+    read_version: int
+    net: float  # cluster-seconds the estimate expects it to save, net of its cost
+    cost: float  # cluster-seconds the estimate expects it to take
+    reclustered_bytes: int | None = None  # a merge or drift run: counted against the daily ledger
+    drift_group: str | None = None  # drift: the older layout's group, due for a check again after it
+
+
+def job_for(table: TableSettings, ctx: ServiceContext, commits: list[Commit]) -> Job:
+    """The executor a job of this tick would run on, chosen before the estimate (which prices what it
+    can apply); when there is none the tick still decides, and fails only if it would run a job."""
+    try:
+        return ctx.executor_for(table, commits)
+    except JobSubmissionError as err:
+        return err
+
+
+def sql_only(job: Job) -> bool:
+    return not isinstance(job, JobSubmissionError) and job[0].sql_only
+
+
+def start(table: TableSettings, ctx: ServiceContext, draft: Draft, when: datetime, note: str) -> TickRecord:
+    """Run `draft`'s pending job now (the fleet queue started it) and record the outcome: the tick's
+    decision with the job, in the decision log and the table's state."""
+    started = time.perf_counter()
+    pending = draft.pending
+    assert pending is not None, "only a draft with a pending job starts"
+    draft = replace(draft, action=pending.action, reason=f"{draft.reason}; {note}", queued=False)
+    state = ctx.state.load(table.name)
+    try:
+        state = run_pending(table, ctx, when, state, draft, pending)
+    except KNOWN as err:
+        draft.action, draft.reason = Action.ERROR, f"{draft.reason}; job failed: {type(err).__name__}: {err}"
+        state = state.with_(run=None)
+    except Exception as err:  # recorded like a tick's failure; the queue goes on with the next job
+        draft.action, draft.reason = Action.ERROR, f"{draft.reason}; job failed: unexpected {type(err).__name__}: {err}"
+        state = state.with_(run=None)
+    record = draft.record(table, when, dry_run=False, seconds=time.perf_counter() - started)
+    ctx.state.save(state.with_(verdict={}, last_decision=record.summary()))
+    ctx.decisions.write(record.as_dict())
+    return record
+
+
+def run_pending(
+    table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, draft: Draft, pending: PendingJob
+) -> TableState:
+    """Run the job and move the state on: the run's version, and for re-clustering runs the daily ledger
+    and which older layouts are due for a check."""
+    state = _run_job(table, ctx, now, state, draft, pending)
+    if draft.action is not pending.action:  # lost the race or not started: nothing committed
+        return state
+    if pending.reclustered_bytes is not None:
+        state = state.with_reclustered(now, pending.reclustered_bytes)
+    if pending.action is Action.RECLUSTER:
+        # the new layout was just estimated; the rest of the old group is due again on the next tick
+        from optimizer.clustering.groups import layout_key
+
+        checked = {**state.recluster_checked, layout_key(pending.features): now.isoformat()}
+        checked.pop(pending.drift_group or "", None)
+        state = state.with_(recluster_checked=checked)
+    return state
+
+
+def _run_job(
+    table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, draft: Draft, pending: PendingJob
+) -> TableState:
+    """Run the OPTIMIZE job on `pending.job`: the executor the writers' commits point to, and why."""
+    if ctx.stopping.is_set():
+        draft.action, draft.reason = Action.SKIP, draft.reason + "; service shutting down: not started"
+        return state
+    if isinstance(pending.job, JobSubmissionError):  # no executor (e.g. credentials missing)
+        raise pending.job
+    executor, why = pending.job
+    run = RunInProgress(uuid.uuid4().hex[:16], pending.read_version, now.isoformat())
+    ctx.state.save(state.with_(run=run))  # a crash from here on is settled by the next tick
+    request = OptimizeRequest(
+        table.path,
+        pending.features,
+        table.thresholds.target_file_size,
+        run.run_id,
+        pending.read_version,
+        files=pending.files,
+        output=table.thresholds.output,
+        stats_for_keys=table.thresholds.stats_for_clustering_keys,
+    )
+    try:
+        outcome = executor.run(request)
+    except CommitConflictError as err:
+        draft.job = JobRecord(executor.name, why, run.run_id, error=str(err))
+        draft.action = draft.action.lost_race
+        return state.with_(run=None)
+    draft.job = JobRecord(executor.name, why, run.run_id, outcome)
+    return state.with_(run=None, last_optimized_version=outcome.version or state.last_optimized_version)
+
+
+def settle_run(delta: Any, state: TableState, draft: Draft) -> TableState:
+    """A run the state says was in progress either committed (find it in the history) or died before
+    committing, which left the table unchanged; either way the state moves on."""
+    if state.run is None:
+        return state
+    landed = commit_of_run(delta.history(state.run.read_version + 1), state.run.run_id)
+    if landed is not None:
+        draft.previous_run = f"run {state.run.run_id} committed version {landed.version}"
+        return state.with_(run=None, last_optimized_version=landed.version)
+    draft.previous_run = f"run {state.run.run_id} died before committing; the table is unchanged"
+    return state.with_(run=None)
