@@ -178,6 +178,9 @@ def _add_status(commands: Any) -> None:
     status = commands.add_parser("status", help="per table: latest decision, clustering state, unclustered bytes")
     status.add_argument("--config", required=True)
     status.add_argument("--json", action="store_true")
+    status.add_argument(
+        "--fleet", action="store_true", help="the whole fleet from the service's state: queue, budget, last jobs"
+    )
     status.set_defaults(handler=cmd_status)
 
 

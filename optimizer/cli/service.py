@@ -90,6 +90,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.fleet:
+        return _fleet_status(args)
     from optimizer.cli.common import load_resolved
     from optimizer.clustering.groups import clustered_groups
     from optimizer.inspect import human_bytes, table_info
@@ -148,6 +150,20 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"  last decision: {decision.get('ts', 'never')} {str(decision.get('action', '')).upper()} "
             f"{decision.get('reason', '')}"
         )
+    return 0
+
+
+def _fleet_status(args: argparse.Namespace) -> int:
+    """No table is opened: the state files and the fleet file say it all."""
+    from optimizer.config import load_config
+    from optimizer.service.status import describe, fleet_status
+
+    config = load_config(args.config)
+    status = fleet_status(config.service.state_dir, config.service.fleet_path)
+    if args.json:
+        print_json(status)
+    else:
+        print("\n".join(describe(status)))
     return 0
 
 

@@ -14,6 +14,7 @@ from optimizer.config import Config, TableSettings
 from optimizer.service.decisions import DecisionLog
 from optimizer.service.executors import Executor, choose_executor
 from optimizer.service.fleet import FleetQueue
+from optimizer.service.metrics import Metrics
 from optimizer.service.record import Action, JobRecord, TickRecord
 from optimizer.service.state import StateStore
 
@@ -43,7 +44,14 @@ class ServiceContext:
     estimate_slots: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(2))
     stopping: threading.Event = field(default_factory=threading.Event)
     choose: ExecutorChooser | None = None  # tests inject executors; default: choose_executor
+    metrics: Metrics | None = None
     _locations: dict[str, str] | None = None
+
+    def log(self, record: TickRecord, table: bool = True) -> None:
+        """Write a record: the decision log (and with `table` the decisions table), and the metrics."""
+        self.decisions.write(record.as_dict(), table=table)
+        if self.metrics is not None:
+            self.metrics.observe(record)
 
     def locations(self) -> dict[str, str]:
         """Where the configured tables and those under ``schemas.locations`` are (listed once per

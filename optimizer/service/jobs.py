@@ -74,7 +74,7 @@ def start(table: TableSettings, ctx: ServiceContext, draft: Draft, when: datetim
         state = state.with_(run=None)
     record = draft.record(table, when, dry_run=False, seconds=time.perf_counter() - started)
     ctx.state.save(state.with_(verdict={}, last_decision=record.summary()))
-    ctx.decisions.write(record.as_dict())
+    ctx.log(record)
     return record
 
 

@@ -27,6 +27,7 @@ from optimizer.service.context import ServiceContext
 from optimizer.service.decisions import DecisionLog
 from optimizer.service.discovery import Discovery
 from optimizer.service.fleet import Budget, FleetQueue
+from optimizer.service.metrics import Metrics
 from optimizer.service.record import Action, TickRecord
 from optimizer.service.state import StateStore
 from optimizer.service.tick import tick, write
@@ -53,13 +54,15 @@ def context(config: Config, spark: Callable[[], SparkSession] | None = None) -> 
 
     config = resolve_tables(config, spark or session)
 
+    queue = FleetQueue(config.service.max_concurrent_jobs, budget(config), config.service.fleet_path)
     return ServiceContext(
         config=config,
         spark=spark or session,
         state=StateStore(config.service.state_dir),
-        decisions=DecisionLog(config.decision_log_path, config.service.decisions_path),
+        decisions=DecisionLog(config.decision_log_path, config.service.decisions_path, config.service.decisions_flush),
         cost_model=load_cost_model(config.service.cost_model_path),
-        queue=FleetQueue(config.service.max_concurrent_jobs, budget(config), config.service.fleet_path),
+        queue=queue,
+        metrics=Metrics(queue),
         estimate_slots=threading.Semaphore(config.service.max_concurrent_estimates),
     )
 
@@ -89,6 +92,7 @@ def run_once(ctx: ServiceContext, now: datetime | None = None) -> list[TickRecor
         if record.action is Action.DEFERRED and not record.job and "; deferred: " not in record.reason:
             why = reasons.get(name, "waiting in the fleet queue")
             records[name] = write(replace(record, reason=f"{record.reason}; deferred: {why}"), ctx)
+    ctx.decisions.flush()  # the pass's rows in one commit
     return list(records.values())
 
 
@@ -111,9 +115,14 @@ def serve(ctx: ServiceContext, install_signals: bool = True) -> None:
     # tick, so that the first pass ranks every candidate (`service.fleet`)
     ctx.queue.launch = lambda job: scheduler.add_job(job, name="fleet job")
     ctx.queue.warm_up({t.name for t in tables if not t.paused})
+    flush = max(ctx.config.service.decisions_flush, 1.0)
+    scheduler.add_job(ctx.decisions.flush, "interval", seconds=flush, id="flush decisions")
     if ctx.config.discover:  # new tables join, vanished ones leave, without a restart
         relist = min(source.relist for source in ctx.config.discover)
         scheduler.add_job(_relisted, "interval", seconds=relist, args=[scheduler, ctx, discovery], id="relist")
+    if ctx.metrics is not None and ctx.config.service.metrics_port is not None:
+        ctx.metrics.serve(ctx.config.service.metrics_port, ctx.config.service.metrics_address)
+        log.info("metrics on http://%s:%d/metrics", ctx.config.service.metrics_address, ctx.config.service.metrics_port)
     if install_signals:
         for number in (signal.SIGTERM, signal.SIGINT):
             signal.signal(number, lambda signum, _frame: _request_stop(ctx, signum))
@@ -144,7 +153,7 @@ def _schedule(scheduler: Any, ctx: ServiceContext, tables: Sequence[TableSetting
 
 def _relisted(scheduler: Any, ctx: ServiceContext, discovery: Discovery) -> None:
     """List the discovered sources again: tick the tables that appeared, stop those that went."""
-    before = {job.id for job in scheduler.get_jobs()} - {"relist"}
+    before = {job.id for job in scheduler.get_jobs() if job.name.startswith("tick ")}
     discovery.relist()
     now = {t.name: t for t in discovery.tables()}
     for name in sorted(before - set(now)):
@@ -180,4 +189,5 @@ def _shutdown(scheduler: Any, ctx: ServiceContext) -> None:
         except Exception as err:  # best effort on the way out; the commit is atomic anyway
             log.warning("could not cancel Spark jobs: %s", err)
         done.wait(GRACE_SECONDS)
+    ctx.decisions.flush()
     log.info("stopped")

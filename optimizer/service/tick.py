@@ -55,7 +55,7 @@ def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None)
         if not free:  # its job started from the queue and runs: deciding again would race it
             draft = Draft(reason="an OPTIMIZE job of this table is running: decided again after it ends")
             record = draft.record(table, now, dry_run=False, seconds=0.0)
-            ctx.decisions.write(record.as_dict(), table=False)
+            ctx.log(record, table=False)
             return record
         return _decide_and_queue(table, ctx, now)
 
@@ -97,7 +97,7 @@ def _decide_and_queue(table: TableSettings, ctx: ServiceContext, now: datetime) 
 def write(record: TickRecord, ctx: ServiceContext) -> TickRecord:
     """Record the tick: the decision log (a repeated verdict commits nothing) and the state's summary."""
     ctx.state.save(ctx.state.load(record.table).with_(last_decision=record.summary()))
-    ctx.decisions.write(record.as_dict(), table=not record.reused)
+    ctx.log(record, table=not record.reused)
     return record
 
 

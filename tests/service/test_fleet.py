@@ -220,7 +220,7 @@ def test_budget_settings_are_checked(bad):
 
 
 @pytest.mark.spark
-def test_a_pass_starts_the_better_job_and_defers_the_other_until_the_budget_frees(spark, tmp_path, monkeypatch):
+def test_a_pass_starts_the_better_job_and_defers_the_other_until_the_budget_frees(spark, tmp_path, monkeypatch, capsys):
     """Two tables worth optimising, a budget for one job an hour: the pass starts the one that saves more
     per cluster-second; the other's decision says why it waits, and the next pass an hour later starts
     it from its repeated verdict (no estimate). The budget's ledger survives a restart."""
@@ -262,3 +262,20 @@ def test_a_pass_starts_the_better_job_and_defers_the_other_until_the_budget_free
     )
     third = {r.table: r for r in run_once(restarted, later + timedelta(minutes=1))}
     assert not third["quiet"].reused and third["quiet"].action.value == "skip"  # optimised: nothing new
+
+
+def test_metrics_are_served_for_a_scraper():
+    import urllib.request
+
+    from optimizer.service.metrics import Metrics
+    from tests.clusters.servers import free_port
+
+    queue = fleet(slots=3, budget=Budget(per_day=500))
+    queue.submit(candidate("waiting", net=10, cost=1000, ran=[]))
+    metrics = Metrics(queue)
+    port = free_port()
+    metrics.serve(port, "127.0.0.1")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    assert "deltaopt_queue_waiting 1.0" in text and "deltaopt_job_slots 3.0" in text
+    assert 'deltaopt_budget_limit_seconds{window="day"} 500.0' in text
