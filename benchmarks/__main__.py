@@ -21,6 +21,7 @@ BENCHMARKS = {
     "bloom": "benchmarks.bloom_bench",
     "star-flow": "benchmarks.star_flow",
     "idle": "benchmarks.idle_bench",
+    "fleet": "benchmarks.fleet_bench",
 }
 
 

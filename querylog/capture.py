@@ -7,7 +7,7 @@ the same rows whichever way it arrived. Bad input never raises: it becomes a `Qu
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
@@ -193,6 +193,40 @@ def capture_sql(
             )
         )
     return Captured(scans=tuple(records), statements=1, resolved=int(not result.unresolved), truncated=int(truncated))
+
+
+CHAIN_ROUNDS = 2  # a chain's outer keys are evaluated in the first round, the middle ones in the second
+
+
+def prefetch_derived(
+    statements: Iterable[str],
+    context: SqlContext,
+    scans: Callable[[str], QueryScans] | None = None,
+    plans: Iterable[tuple[str, Sequence[JoinKey]]] = (),
+) -> None:
+    """Ask the context's deriver, up front and together, for every join-derived filter `statements`
+    (SQL) and `plans` ((table, joins) of plan scans) will need, so that one that batches (a ``batch()``
+    context manager, as `optimizer.joins.JoinDeriver` has) evaluates all the filters waiting on one
+    dimension in one pass; the captures that follow then find them cached. Nothing happens with a
+    deriver that does not batch. Statements that do not parse are left to the capture to quarantine."""
+    batch = getattr(context.derive, "batch", None)
+    if batch is None or context.derive is None:
+        return
+    parsed = []
+    for sql in statements:
+        try:
+            parsed.append(scans(sql) if scans is not None else scan_filters(sql, context.schema, context.resolve))
+        except PredicateError:
+            continue
+    joined = [TableScan(t, t, (), (), tuple(joins)) for t, joins in plans if joins]
+    for _ in range(CHAIN_ROUNDS):
+        with batch():
+            for result in parsed:
+                for s in result.scans:
+                    if context.watched is None or s.table in context.watched:
+                        derived_filters(s, result.scans, context.derive)
+            for scan in joined:
+                derived_filters(scan, (), context.derive)
 
 
 def derived_filters(scan: TableScan, scans: Sequence[TableScan], derive: Derive | None) -> tuple[DerivedFilter, ...]:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql
+from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql, prefetch_derived
 from querylog.durable import atomic_file
 from querylog.predicates.attribute import JoinKey
 from querylog.records import (
@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 SCANS_SUFFIX = ".scans.arrow"
 QUARANTINE_SUFFIX = ".quarantine.arrow"
+BACKLOG = 10  # queues' worth of records waiting before a caller spills itself (memory stays bounded)
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ class Recorder:
         self._sequence = self._next_sequence()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._spiller: threading.Thread | None = None  # spills a full queue while callers go on
 
     # ---- the hot path --------------------------------------------------------------------------
 
@@ -121,11 +123,30 @@ class Recorder:
         self._enqueue(_Statement(sql, ts or datetime.now(UTC), query_id, metrics))
 
     def _enqueue(self, item: _Filters | _Statement) -> None:
+        """Queue `item`; a full queue is spilled behind the caller's back (normalising, deriving join
+        filters), unless the spilling falls `BACKLOG` queues behind: then the caller spills too."""
         with self._lock:
             self._queue.append(item)
-            full = len(self._queue) >= self.capacity
-        if full:
+            size = len(self._queue)
+            behind = size >= self.capacity and (self._spiller is None or not self._spiller.is_alive())
+            if behind:
+                self._spiller = threading.Thread(target=self._spill_while_full, name="deltaopt-spill", daemon=True)
+                self._spiller.start()
+        if size >= BACKLOG * self.capacity:
             self.spill()
+
+    def _spill_while_full(self) -> None:
+        try:
+            while len(self._queue) >= self.capacity:
+                self.spill()
+        except Exception:  # as a caller's own spill would: that batch is lost, recording goes on
+            log.exception("query-log spill failed")
+
+    def settle(self) -> None:
+        """Wait for a spill running behind the callers (tests, and `close`)."""
+        spiller = self._spiller
+        if spiller is not None:
+            spiller.join()
 
     # ---- spilling and flushing -----------------------------------------------------------------
 
@@ -138,6 +159,9 @@ class Recorder:
                     return None
                 sequence = self._sequence
                 self._sequence += 1
+            statements = dict.fromkeys(i.sql for i in items if isinstance(i, _Statement))
+            plans = [(i.table_id, i.joins) for i in items if isinstance(i, _Filters) and i.joins]
+            prefetch_derived(statements, self.context, self._templates, plans)  # joins derived in batches
             captured = Captured()
             for item in items:
                 captured += self._capture(item)
@@ -235,6 +259,7 @@ class Recorder:
 
     def close(self) -> None:
         self._stop.set()
+        self.settle()
         if self._thread is not None:
             self._thread.join()
             self._thread = None

@@ -84,15 +84,27 @@ def run_once(ctx: ServiceContext, now: datetime | None = None) -> list[TickRecor
     until every table has decided, then start in rank order within the budget (`service.fleet`). A table
     whose job started returns the job's record."""
     now = now or datetime.now(UTC)
+    return start_ranked(ctx, now, decide_all(ctx, now))
+
+
+def decide_all(
+    ctx: ServiceContext, now: datetime, tables: Sequence[TableSettings] | None = None
+) -> dict[str, TickRecord]:
+    """Tick every watched table (or `tables`) with the queue held: their jobs wait, ranked, unstarted."""
     with ctx.queue.held():
-        records = {table.name: tick(table, ctx, now) for table in watched(ctx).tables()}
+        return {table.name: tick(table, ctx, now) for table in (tables or watched(ctx).tables())}
+
+
+def start_ranked(ctx: ServiceContext, now: datetime, records: dict[str, TickRecord]) -> list[TickRecord]:
+    """Start the queued jobs best first within the slots and budget; the records of those still waiting
+    say why and are written; the pass's decision rows are committed together."""
     records.update(ctx.queue.dispatch(now).records)
     reasons = ctx.queue.reasons(now)
-    for name, record in records.items():  # jobs still waiting: their records say why, and are written
+    for name, record in records.items():
         if record.action is Action.DEFERRED and not record.job and "; deferred: " not in record.reason:
             why = reasons.get(name, "waiting in the fleet queue")
             records[name] = write(replace(record, reason=f"{record.reason}; deferred: {why}"), ctx)
-    ctx.decisions.flush()  # the pass's rows in one commit
+    ctx.decisions.flush()
     return list(records.values())
 
 

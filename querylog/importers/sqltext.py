@@ -23,7 +23,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
-from querylog.capture import Captured, Metrics, SqlContext, capture_sql
+from querylog.capture import Captured, Metrics, SqlContext, capture_sql, prefetch_derived
 from querylog.errors import ImportSourceError
 from querylog.importers import ImportReport, commit_import, content_key
 from querylog.predicates.parse import DIALECT
@@ -124,6 +124,7 @@ def import_sql_file(
     statements = split_statements(text)
     cache: dict[str, Captured] = {}
     memo = context.templates() if templates else None
+    prefetch_derived(dict.fromkeys(s.text for s in statements), context, memo)  # joins derived in batches
     for statement in statements:
         location = f"{path.name}:{statement.line}"
         result = cache.get(statement.text)
@@ -236,6 +237,9 @@ def import_history(
     cache: dict[str, Captured] = {}
     memo = context.templates()
     entries = 0
+    if context.derive is not None:  # joins derived in batches: every row's text first
+        texts = (_pick(_flatten(raw), columns.text, TEXT_COLUMNS) for raw in _rows(path, data))
+        prefetch_derived(dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()), context, memo)
     for number, raw in enumerate(_rows(path, data), start=1):
         entries += 1
         location = f"{path.name}:{number}"

@@ -227,3 +227,97 @@ def test_a_dimension_named_by_its_path_derives_under_its_catalog_name(spark, tmp
     qualified = deriver(JoinKey("k", "spark_catalog.default.date_dim", "d_date_sk", ("d_year = 2003",)))
     assert {d.filter for d in qualified} == {d.filter for d in by_path}
     assert deriver(JoinKey("k", f"{tmp_path}/DATE_DIM", "d_date_sk", ("d_year = 2003",))) == ()
+
+
+def test_a_batch_derives_what_one_key_at_a_time_does_in_one_pass_per_dimension(spark, tmp_path):
+    """Every filter waiting on a dimension in one Spark pass (the import's and the recorder's way): the
+    same derived filters as the key-by-key path, for lists, ranges, key sets, nothing joining, NULL
+    filters, a filter the dimension cannot evaluate, and a snowflake chain (a second round)."""
+    from querylog.capture import prefetch_derived
+
+    rows = _date_dim(tmp_path / "date_dim", random.Random(7))
+    nations = {0: "FRANCE", 1: "GERMANY", 2: "PERU"}
+    suppliers = {s: (s * 7) % 3 for s in range(1, 31)}
+    write_deltalake(
+        str(tmp_path / "nation"),
+        pa.table({"n_nationkey": pa.array(list(nations), pa.int64()), "n_name": list(nations.values())}),
+    )
+    write_deltalake(
+        str(tmp_path / "supplier"),
+        pa.table(
+            {
+                "s_suppkey": pa.array(list(suppliers), pa.int64()),
+                "s_nationkey": pa.array(list(suppliers.values()), pa.int64()),
+            }
+        ),
+    )
+    schema = {
+        "sales": {"s_date": "bigint", "s_supp": "bigint", "price": "double"},
+        "date_dim": {"d_date_sk": "bigint", "d_year": "int", "d_moy": "int"},
+        "supplier": {"s_suppkey": "bigint", "s_nationkey": "bigint"},
+        "nation": {"n_nationkey": "bigint", "n_name": "string"},
+    }
+    locations = {name: str(tmp_path / name) for name in ("date_dim", "nation", "supplier")}
+    where = [
+        "d_year = 2001",
+        "d_year = 2001 AND d_moy <= 3",
+        "d_moy = 3",
+        "d_year = 1900",
+        "d_year > 2010",
+        "d_year = 2003 OR d_moy IS NULL",
+    ]
+    statements = [f"SELECT SUM(price) FROM sales JOIN date_dim ON s_date = d_date_sk WHERE {w}" for w in where]
+    statements += [
+        f"SELECT SUM(price) FROM sales JOIN supplier ON s_supp = s_suppkey JOIN nation ON s_nationkey = n_nationkey "
+        f"WHERE n_name = '{name}'"
+        for name in nations.values()
+    ]
+
+    def derived(batched: bool, statements: list[str] = statements) -> list[tuple[str, ...]]:
+        deriver = JoinDeriver(spark, locations, max_in=5)
+        context = SqlContext(schema=schema, watched={"sales"}, derive=deriver)
+        before = 0
+        if batched:
+            prefetch_derived(statements, context)
+            before = deriver.evaluated
+        found = [
+            tuple(sorted(d.filter for s in capture_sql(q, TS, "t", context).scans for d in s.derived))
+            for q in statements
+        ]
+        if batched:
+            assert deriver.evaluated == before  # every capture found its filters cached
+            passes.append(before)
+        return found
+
+    passes: list[int] = []
+    one_by_one = derived(batched=False)
+    assert derived(batched=True) == one_by_one
+    assert passes == [3]  # date_dim; nation, then (the chain's second round) supplier
+    assert one_by_one[3] == () and one_by_one[-1] and len(rows) == 240  # nothing joins 1900; Peru's suppliers
+    unevaluable = [*statements[:2], statements[0].replace("d_year = 2001", "no_such_column = 1")]
+    assert derived(batched=True, statements=unevaluable) == derived(batched=False, statements=unevaluable)
+
+
+def test_the_recorder_does_not_wait_for_a_slow_derivation(tmp_path):
+    """A full queue is spilled (and its joins derived) behind the application's back."""
+    import threading
+    import time
+
+    from querylog.recorder import Recorder
+
+    release = threading.Event()
+
+    def slow(key: JoinKey) -> tuple[DerivedFilter, ...]:
+        release.wait(30)
+        return (DerivedFilter("k >= 1", "dim.k WHERE x = 1"),)
+
+    context = SqlContext(derive=slow)
+    recorder = Recorder(QueryLogTable(str(tmp_path / "log")), tmp_path / "spill", capacity=2, context=context)
+    started = time.perf_counter()
+    for i in range(5):
+        recorder.record("t", [f"x > {i}"], ["x"], ts=TS, joins=[JoinKey("k", "dim", "k", ("x = 1",))])
+    assert time.perf_counter() - started < 5  # the derivation is still blocked
+    release.set()
+    recorder.close()
+    rows = QueryLogTable(str(tmp_path / "log")).read()
+    assert len(rows) == 5 and all(r.derived for r in rows)

@@ -59,7 +59,8 @@ def test_recorder_spills_when_full_and_nothing_is_lost_across_a_crash(log, tmp_p
     crashed = Recorder(log, spill, capacity=3)
     for i in range(7):
         crashed.record("t", [f"x > {i}"], ["x"], ts=T0)
-    assert len(list(spill.glob("*.scans.arrow"))) == 2  # two full batches of 3 spilled; 1 in memory
+    crashed.settle()  # full queues are spilled behind the caller (as many records as had arrived)
+    assert 1 <= len(list(spill.glob("*.scans.arrow"))) <= 2 and len(crashed._queue) < 3
     crashed.spill()  # e.g. at shutdown; then the process dies before flushing
     del crashed
 
