@@ -63,7 +63,7 @@ from optimizer.skipping.extended import location_key
 from optimizer.skipping.joined import JoinFilter, from_derived
 from optimizer.skipping.scan import plan_scan, table_file_stats
 from optimizer.table import open_table
-from querylog.capture import Captured, SqlContext, capture_sql
+from querylog.capture import Captured, SqlContext, capture_sql, prefetch_derived
 from querylog.store import QueryLogTable
 
 EXPERT = ("l_shipdate", "l_partkey", "l_suppkey")
@@ -192,18 +192,57 @@ def replay(
     return {"files": len(paths), "rows": snapshot.num_records, "families": {k: dict(v) for k, v in families.items()}}
 
 
-def _import(work: Path, drawn: list[tuple[str, str]], context: SqlContext, label: str) -> QueryLogTable:
-    """Each query captured as the recorder does, with query id ``q<i>`` (its position in `drawn`)."""
+COMPARED = 40  # statements also imported one key at a time (as before batching), for the side-by-side rate
+
+
+def _import(
+    work: Path, drawn: list[tuple[str, str]], context: SqlContext, label: str
+) -> tuple[QueryLogTable, dict[str, Any]]:
+    """Each query captured as the recorder does, with query id ``q<i>`` (its position in `drawn`), the
+    join-derived filters prefetched in batches as the importers do; the import's rate."""
     log = QueryLogTable(str(work / f"log-{label}"))
-    now = datetime.now(UTC)
-    captured = Captured()
-    memo = context.templates()
-    for i, (_, text) in enumerate(drawn):
-        captured += capture_sql(text, now, "star", context, query_id=f"q{i}", scans=memo)
+    captured, seconds = _capture(drawn, context, batched=True)
     log.append(captured.scans)
     derived = sum(1 for s in captured.scans if s.derived)
-    print(f"import ({label}): {len(captured.scans)} scans, {derived} with derived filters")
-    return log
+    rate = len(drawn) / seconds
+    print(f"import ({label}): {len(captured.scans)} scans, {derived} with derived filters, {rate:,.1f} statements/s")
+    passes = getattr(context.derive, "evaluated", None)
+    return log, {
+        "statements": len(drawn),
+        "seconds": round(seconds, 2),
+        "per_second": round(rate, 1),
+        "derived_scans": derived,
+        "spark_passes": passes,
+        "captured": captured,
+    }
+
+
+def _capture(drawn: list[tuple[str, str]], context: SqlContext, *, batched: bool) -> tuple[Captured, float]:
+    now = datetime.now(UTC)
+    memo = context.templates()
+    started = time.perf_counter()
+    if batched:
+        prefetch_derived([text for _, text in drawn], context, memo)
+    captured = Captured()
+    for i, (_, text) in enumerate(drawn):
+        captured += capture_sql(text, now, "star", context, query_id=f"q{i}", scans=memo)
+    return captured, time.perf_counter() - started
+
+
+def _one_key_at_a_time(drawn: list[tuple[str, str]], context: SqlContext, batched: Captured) -> dict[str, Any]:
+    """The first `COMPARED` statements imported as before batching (a fresh deriver, key by key): their
+    rate, and whether their derived filters are those of the batched import."""
+    head = drawn[:COMPARED]
+    fresh = replace(context, derive=replace(context.derive, _cache={}))  # type: ignore[type-var]
+    captured, seconds = _capture(head, fresh, batched=False)
+    derived = {s.query_id: s.derived for s in captured.scans}
+    same = all(derived.get(s.query_id) == s.derived for s in batched.scans if int(s.query_id[1:]) < COMPARED)
+    return {
+        "statements": len(head),
+        "seconds": round(seconds, 2),
+        "per_second": round(len(head) / seconds, 1),
+        "same_derived_filters": same,
+    }
 
 
 def run(
@@ -232,13 +271,16 @@ def run(
     drawn = workload(queries, families=families)
     spark = spark or build_session(SparkSettings(master="local[2]", shuffle_partitions=8, driver_memory="8g"))
     catalog = build_catalog(locations=[str(warehouse)])
-    logs = {}
+    logs: dict[str, QueryLogTable] = {}
+    imports: dict[str, dict[str, Any]] = {}
     for label, deriver in (
         ("ranges only", JoinDeriver(spark, catalog.locations, max_keys=0)),
         ("key sets", JoinDeriver(spark, catalog.locations)),
     ):
         context = SqlContext(schema=catalog.schema, watched={"lineitem"}, derive=deriver)
-        logs[label] = _import(work, drawn, context, label)
+        logs[label], imports[label] = _import(work, drawn, context, label)
+    imports["one key at a time"] = _one_key_at_a_time(drawn, context, imports["key sets"].pop("captured"))
+    imports["ranges only"].pop("captured")
     scans = sorted(logs["key sets"].read("lineitem"), key=lambda s: int(s.query_id[1:]))
     if len(scans) != len(drawn):
         raise RuntimeError(f"{len(drawn)} queries drawn but {len(scans)} lineitem scans logged")
@@ -297,6 +339,7 @@ def run(
         "rewrite_seconds": seconds,
         "layouts": measured,
         "duckdb_errors": dict(reader.errors),
+        "imports": imports,
     }
     if report:
         report_name = _report_name(families, scale, files, readers)
@@ -305,6 +348,20 @@ def run(
         )
         _report(results, report_name)
     return results
+
+
+def _imports_line(imports: Mapping[str, Any]) -> str:
+    """The imports' rates, batched and one key at a time, side by side."""
+    if "key sets" not in imports:
+        return ""
+    batched, single = imports["key sets"], imports["one key at a time"]
+    return (
+        f"Import with join derivation (key sets): {batched['statements']} statements in {batched['seconds']} s, "
+        f"{batched['per_second']} statements/s ({batched['spark_passes']} Spark passes over the dimensions, "
+        f"{batched['derived_scans']} scans with derived filters); the first {single['statements']} one key at a "
+        f"time as before batching: {single['per_second']} statements/s, derived filters the same: "
+        f"{single['same_derived_filters']}."
+    )
 
 
 def _report_name(
@@ -351,6 +408,7 @@ def _report(results: dict[str, Any], report_name: str) -> None:
         f"families ({', '.join(results['families'])}).\n\n"
         f"Files per layout: {files}. Rewrite seconds: {json.dumps(results['rewrite_seconds'])}. "
         f"Scans where a reader skipped a file holding a matching row: {unsound}.\n\n"
+        f"{_imports_line(results.get('imports', {}))}\n\n"
         "Per family and layout, per query: fact column MB read by deltaopt's pruning (share of none's), "
         "files it reads, MB read by a reader with Delta's min/max only (dynamic file pruning on file "
         "statistics; share of none's), files DuckDB's Delta extension scans, and the lower bound "

@@ -90,8 +90,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    if args.fleet:
-        return _fleet_status(args)
+    """Per table (opening each), or with ``--fleet`` the whole fleet from the service's state."""
+    return _fleet_status(args) if args.fleet else _tables_status(args)
+
+
+def _tables_status(args: argparse.Namespace) -> int:
     from optimizer.cli.common import load_resolved
     from optimizer.clustering.groups import clustered_groups
     from optimizer.inspect import human_bytes, table_info

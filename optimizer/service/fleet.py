@@ -10,6 +10,8 @@ starting it; `dispatch` then starts the candidates that rank highest, as long as
   greedy walk an offline ranking of the candidates would make, so a cheap low-value job never takes
   budget a better one needs.
 
+A job is admitted on its estimate times the measured/estimated ratio of the last day's jobs (once three
+have ended: `correction`), so a cost model off by a steady factor does not overrun the budget.
 Rank is ``net / cost`` (cluster-seconds saved per cluster-second spent), multiplied by
 ``1 + waited / aging`` so that a deferred candidate gains on fresh ones and no table starves: after
 ``k`` aging periods its rank is ``k + 1`` times its own. Jobs are charged their estimate while they run
@@ -39,6 +41,7 @@ from querylog.durable import atomic_file
 
 log = logging.getLogger(__name__)
 MIN_COST = 1.0  # cluster-seconds: a job priced below this ranks as if it cost this much
+MIN_MEASURED = 3  # jobs measured before their measured/estimated ratio corrects admissions
 HOUR, DAY = timedelta(hours=1), timedelta(days=1)
 
 
@@ -186,7 +189,8 @@ class FleetQueue:
                     held = bool(self._held) and own not in ran
                     return Dispatched(ran, reasons.get(own or ""), held)
                 self._waiting.pop(chosen.table)
-                self._running[chosen.table] = Charge(now, chosen.cost, chosen.table, chosen.cost, running=True)
+                expected = chosen.cost * self.correction()
+                self._running[chosen.table] = Charge(now, expected, chosen.table, chosen.cost, running=True)
                 self._save(now)
             note = self._note(chosen, now)
             if chosen.table == own or self.launch is None:
@@ -222,18 +226,20 @@ class FleetQueue:
             why = f"all {self.slots} job slot(s) busy ({', '.join(sorted(self._running))})"
             return None, {c.table: f"{self._rank(c, ranked, now)}; {why}" for c in ranked}
         hour, day = self.left(now)
+        factor = self.correction()
         reasons: dict[str, str] = {}
         for candidate in ranked:  # the greedy walk: each that fits takes its share of what is left
-            fits = candidate.cost <= min(hour, day)
+            needs = candidate.cost * factor
+            fits = needs <= min(hour, day)
             if fits and (candidate.table not in self._ticking or candidate.table == own):
                 return candidate, reasons
             if fits:  # its table is being decided again: it keeps its share meanwhile
                 reasons[candidate.table] = f"{self._rank(candidate, ranked, now)}; its table is being decided again"
-                hour, day = hour - candidate.cost, day - candidate.cost
+                hour, day = hour - needs, day - needs
             else:
                 reasons[candidate.table] = (
-                    f"{self._rank(candidate, ranked, now)}; needs {candidate.cost:,.0f} cluster-s, budget left "
-                    f"{_limit(hour)} this hour, {_limit(day)} today after better-ranked jobs"
+                    f"{self._rank(candidate, ranked, now)}; needs {needs:,.0f} cluster-s{_corrected(factor)}, "
+                    f"budget left {_limit(hour)} this hour, {_limit(day)} today after better-ranked jobs"
                 )
         return None, reasons
 
@@ -263,6 +269,16 @@ class FleetQueue:
                 self._save(now)
 
     # -- the budget -------------------------------------------------------------------------------
+
+    def correction(self) -> float:
+        """Measured over estimated cluster-seconds of the last day's jobs (1 until `MIN_MEASURED` have
+        ended): a job is admitted on its estimate times this, so a cost model that is off by a steady
+        factor does not overrun the budget (and the fleet's own runs correct it)."""
+        with self._lock:
+            measured = [c for c in self._ledger if c.estimated > 0]
+            if len(measured) < MIN_MEASURED:
+                return 1.0
+            return sum(c.seconds for c in measured) / sum(c.estimated for c in measured)
 
     def ranked(self, now: datetime) -> list[Candidate]:
         """The waiting candidates, best first."""
@@ -352,6 +368,10 @@ def _charge(charge: Charge) -> dict[str, Any]:
         "estimated": round(charge.estimated, 1),
         "running": charge.running,
     }
+
+
+def _corrected(factor: float) -> str:
+    return "" if factor == 1.0 else f" (its estimate x{factor:.2f}, as measured jobs ran)"
 
 
 def _limit(value: float) -> str:

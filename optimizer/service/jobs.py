@@ -7,13 +7,14 @@ runs are found in the history, others died before committing and left the table 
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from optimizer.errors import KNOWN, CommitConflictError, JobSubmissionError
+from optimizer.errors import KNOWN, CommitConflictError, DeltaOptError, JobSubmissionError
 from optimizer.features import FeatureSet
 from optimizer.service.executors import Executor, OptimizeRequest
 from optimizer.service.record import Action, JobRecord, TickRecord
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from optimizer.service.context import Draft, ServiceContext
     from optimizer.table.access import Commit
 
+log = logging.getLogger(__name__)
 Job = tuple[Executor, str] | JobSubmissionError  # the executor and why; or why there is none
 
 
@@ -73,9 +75,26 @@ def start(table: TableSettings, ctx: ServiceContext, draft: Draft, when: datetim
         draft.action, draft.reason = Action.ERROR, f"{draft.reason}; job failed: unexpected {type(err).__name__}: {err}"
         state = state.with_(run=None)
     record = draft.record(table, when, dry_run=False, seconds=time.perf_counter() - started)
+    if draft.action is pending.action:  # committed: the sidecars of runs it replaced may go
+        _prune_sidecars(table)
     ctx.state.save(state.with_(verdict={}, last_decision=record.summary()))
     ctx.log(record)
     return record
+
+
+def _prune_sidecars(table: TableSettings) -> None:
+    """Best effort: a failure leaves sidecars that `load_index` skips as stale anyway."""
+    from optimizer.skipping.extended import prune_index
+    from optimizer.table import open_table
+
+    try:
+        delta = open_table(table.path, dict(table.storage_options))
+        pruned = prune_index(delta, delta.snapshot(), datetime.now(UTC))
+    except (DeltaOptError, OSError) as err:
+        log.warning("%s: extended-stats sidecars not pruned: %s", table.name, err)
+        return
+    if pruned:
+        log.info("%s: pruned %d extended-stats sidecar(s) that describe no active file", table.name, len(pruned))
 
 
 def run_pending(

@@ -45,6 +45,7 @@ INDEX_DIR = "_deltaopt/stats"
 FORMAT_VERSION = 1
 STRING_PREFIX = 32
 MAX_KEY_SET = 4096  # distinct values of a key column kept per file; more: no key set (the file is read)
+PRUNE_AFTER = dt.timedelta(days=1)  # a sidecar describing no active file is deleted once this old
 MAX_KEY_CHARS = 256  # a string key longer than this cannot be kept exactly cheaply: no key set
 KEY_TYPES = ("tinyint", "smallint", "int", "bigint", "string", "date")
 
@@ -284,6 +285,38 @@ def delete_index(table: TableAccess, run_id: str) -> None:
         fs.delete_file(f"{root}/{INDEX_DIR}/{run_id}.json")
     except (FileNotFoundError, OSError) as err:
         log.debug("no index to delete for run %s: %s", run_id, err)
+
+
+def prune_index(
+    table: TableAccess, snapshot: Snapshot, now: dt.datetime, older_than: dt.timedelta = PRUNE_AFTER
+) -> list[str]:
+    """Delete the sidecars that describe no file active in `snapshot` (the table's latest: every file
+    of their run was rewritten or removed, or the run died) and were written more than `older_than`
+    ago: a run still committing has a sidecar for files not yet active. A reader of an older snapshot
+    (time travel) then reads those files instead of skipping them by extended statistics: nothing it
+    needs is lost. Keeps every `load_index` from reading the sidecars of every run ever made."""
+    fs, root = table.filesystem()
+    active = {unquote(f.path) for f in snapshot.files}
+    deleted = []
+    for info in fs.get_file_info(pafs.FileSelector(f"{root}/{INDEX_DIR}", allow_not_found=True)):
+        if info.type != pafs.FileType.File or not info.path.endswith(".json") or info.mtime is None:
+            continue
+        if info.mtime > now - older_than:
+            continue
+        try:
+            with fs.open_input_stream(info.path) as stream:
+                entries = json.loads(stream.read())["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # unreadable: `load_index` warns about it; leave it to an operator
+        if any(written in active for written in entries):
+            continue
+        try:
+            fs.delete_file(info.path)
+        except OSError as err:
+            log.warning("could not prune the extended-stats index %s: %s", info.path, err)
+            continue
+        deleted.append(info.path)
+    return deleted
 
 
 def unclustered_files(table: TableAccess, snapshot: Snapshot) -> list[DataFile]:

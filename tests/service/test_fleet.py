@@ -114,6 +114,31 @@ def test_aging_lets_a_low_ranked_job_overtake_fresh_better_ones():
     assert all(name.startswith("fresh") for name in ran[:-1])
 
 
+def test_admissions_follow_what_jobs_really_took():
+    """Jobs that take twice their estimate: once three have ended, the next are admitted at twice theirs,
+    so the budget is not overrun by a cost model that is off."""
+    ran: list[str] = []
+
+    def slow(table: str) -> Candidate:
+        def start(when: datetime, note: str) -> str:
+            ran.append(table)
+            TIMER.seconds += 20  # twice the estimate
+            return note
+
+        return Candidate(table, "optimize", 100, 10, "k", NOW, start)
+
+    queue = fleet(budget=Budget(per_hour=100))
+    for name in ("a", "b", "c"):
+        queue.submit(slow(name))
+    queue.dispatch(NOW)
+    assert queue.correction() == 2.0 and queue.left(NOW)[0] == 40
+    for name in ("d", "e", "f"):
+        queue.submit(slow(name))
+    queue.dispatch(NOW)
+    assert ran == ["a", "b", "c", "d", "e"]  # 2 x 20 fit in the 40 left; f would overrun
+    assert "needs 20 cluster-s (its estimate x2.00, as measured jobs ran)" in queue.reasons(NOW)["f"]
+
+
 def test_a_replaced_candidate_keeps_its_waiting_time_and_a_dropped_one_is_gone():
     ran: list[str] = []
     queue = fleet(budget=Budget(per_hour=1))
