@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 REPORTS = Path(__file__).parent / "reports"
 T = TypeVar("T")
@@ -30,6 +30,41 @@ def timed(function: Callable[[], T]) -> tuple[T, float]:
     start = time.perf_counter()
     result = function()
     return result, time.perf_counter() - start
+
+
+def fleet_config(work: Path, tables: list[dict[str, Any]], **defaults: Any) -> dict[str, Any]:
+    """A service watching `tables` on a local Spark, state under `work`, small-table thresholds
+    (`defaults` override them) and no jitter."""
+    thresholds = {"min_new_bytes": 1_000_000, "sample_rows": 5000, "estimate_compression": False, **defaults}
+    return {
+        "spark": {"master": "local[2]", "shuffle_partitions": 2},
+        "defaults": thresholds,
+        "tables": tables,
+        "service": {"state_dir": str(work / "state"), "jitter": 0},
+    }
+
+
+def by_size(sizes: str, prefix: str, measure: Callable[[Path, int], dict[str, object]]) -> list[dict[str, object]]:
+    """`measure(work, size)` for each comma-separated size, each in its own temporary directory (removed
+    after), printed as it ends; the rows for `sizes_table`."""
+    import shutil
+    import tempfile
+
+    rows = []
+    for count in (int(n) for n in sizes.split(",")):
+        work = Path(tempfile.mkdtemp(prefix=prefix))
+        try:
+            rows.append(measure(work, count))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        print(rows[-1], flush=True)
+    return rows
+
+
+def sizes_table(rows: Sequence[dict[str, object]]) -> str:
+    """Rows of one-key-per-column figures as a Markdown table, columns in the first row's order."""
+    keys = list(rows[0])
+    return table(keys, [[r[k] for k in keys] for r in rows])
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -1,7 +1,7 @@
 """A whole lakehouse under one service: idle sweeps, the fleet queue against an offline ranking, the
 passes until every table that merits a job has had one, memory and threads by fleet size.
 
-    python -m benchmarks fleet [--tables 100,1000] [--worth 16] [--flat 6] [--nudged 10] [--jobs 10]
+    python -m benchmarks fleet [--tables 100,1000] [--worth 30] [--flat 6] [--nudged 10] [--jobs 10]
 
 For each fleet size N, in one process with one embedded Spark: N small tables written by delta-rs, each
 with its query log. `--worth` of them hold data above `min_new_bytes` and a logged range workload on
@@ -38,7 +38,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from benchmarks.common import write_report
+from benchmarks.common import by_size, fleet_config, sizes_table, write_report
 from costmodel.cost import DEFAULT_MODEL, CostModel
 from optimizer.config import SparkSettings, parse_config
 from optimizer.runtime import build_session
@@ -87,18 +87,8 @@ def build(work: Path, count: int, worth: int, flat: int) -> dict[str, Any]:
         if worth <= i < worth + flat:  # scans cost next to nothing: no layout pays
             entry["thresholds"] = {"cost_per_mb_read": 1e-6}
         tables.append(entry)
-    return {
-        "spark": {"master": "local[2]", "shuffle_partitions": 2},
-        "defaults": {
-            "min_new_bytes": 1_000_000,
-            "sample_rows": 5000,
-            "estimate_compression": False,
-            "cost_per_mb_read": 2.0,
-            "target_file_size": 400_000,  # a job writes several files: range filters skip most
-        },
-        "tables": tables,
-        "service": {"state_dir": str(work / "state"), "jitter": 0, "max_concurrent_jobs": 1},
-    }
+    # scans priced so that a clustered layout pays; a job writes several files: range filters skip most
+    return fleet_config(work, tables, cost_per_mb_read=2.0, target_file_size=400_000)
 
 
 def greedy(candidates: list[Candidate], limit: float, scale: float = 1.0) -> tuple[set[str], float]:
@@ -242,7 +232,7 @@ def _nudged(name: str, args: argparse.Namespace) -> bool:
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks fleet")
     parser.add_argument("--tables", default="100,1000", help="fleet sizes, comma-separated")
-    parser.add_argument("--worth", type=int, default=16, help="tables with a job worth running")
+    parser.add_argument("--worth", type=int, default=30, help="tables with a job worth running")
     parser.add_argument("--flat", type=int, default=6, help="tables above the threshold with nothing to gain")
     parser.add_argument("--nudged", type=int, default=10, help="idle tables that get a little new data")
     parser.add_argument("--jobs", type=float, default=10, help="the hourly budget in median job costs")
@@ -252,17 +242,8 @@ def main(argv: list[str]) -> None:
     spark = build_session(SparkSettings(master="local[2]", shuffle_partitions=2))
     model, factor = calibrated(spark)
     print(f"cost model: the default x {factor:.2f} on this machine", flush=True)
-    rows = []
-    for count in (int(n) for n in args.tables.split(",")):
-        work = Path(tempfile.mkdtemp(prefix="deltaopt-fleet-"))
-        try:
-            rows.append(one_size(spark, work, count, args, model))
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        print(rows[-1], flush=True)
-    keys = list(rows[0])
-    body = "| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n"
-    body += "".join("| " + " | ".join(str(r[k]) for k in keys) + " |\n" for r in rows)
+    rows = by_size(args.tables, "deltaopt-fleet-", lambda work, count: one_size(spark, work, count, args, model))
+    body = sizes_table(rows) + "\n"
     body += (
         "\ndecide: pass 1, every table estimated or found idle, jobs queued unstarted. realised_net: the "
         "estimated net benefit of the jobs the queue started and committed within the hourly budget (jobs charged "

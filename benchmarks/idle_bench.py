@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import resource
-import shutil
-import tempfile
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -27,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from benchmarks.common import write_report
+from benchmarks.common import by_size, fleet_config, sizes_table, write_report
 from costmodel.cost import DEFAULT_MODEL
 from optimizer.config import SparkSettings, parse_config
 from optimizer.runtime import build_session
@@ -50,17 +48,8 @@ def build(work: Path, count: int, estimated: int) -> dict[str, Any]:
         records = [ScanRecord(f"q{i}-{k}", ts, f"t{i:04d}", filters[k], ("x",), "bench") for k, ts in enumerate(stamps)]
         QueryLogTable(path + "_querylog").append(records)
         tables.append({"name": f"t{i:04d}", "path": path, "interval": 60})
-    return {
-        "spark": {"master": "local[2]", "shuffle_partitions": 2},
-        "defaults": {
-            "min_new_bytes": 1_000_000,
-            "sample_rows": 5000,
-            "estimate_compression": False,
-            "cost_per_mb_read": 1e-6,  # scans cost next to nothing: no layout pays, the verdict is "skip"
-        },
-        "tables": tables,
-        "service": {"state_dir": str(work / "state"), "jitter": 0},
-    }
+    # scans cost next to nothing: no layout pays, the verdict is "skip"
+    return fleet_config(work, tables, cost_per_mb_read=1e-6)
 
 
 def one_size(spark: Any, work: Path, count: int, estimated: int) -> dict[str, Any]:
@@ -109,17 +98,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--report", default="idle")
     args = parser.parse_args(argv)
     spark = build_session(SparkSettings(master="local[2]", shuffle_partitions=2))
-    rows = []
-    for count in (int(n) for n in args.tables.split(",")):
-        work = Path(tempfile.mkdtemp(prefix="deltaopt-idle-"))
-        try:
-            rows.append(one_size(spark, work, count, args.estimated))
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        print(rows[-1], flush=True)
-    keys = list(rows[0])
-    body = "| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n"
-    body += "".join("| " + " | ".join(str(r[k]) for k in keys) + " |\n" for r in rows)
+    rows = by_size(args.tables, "deltaopt-idle-", lambda work, count: one_size(spark, work, count, args.estimated))
+    body = sizes_table(rows) + "\n"
     body += (
         "\npass 2: every table unchanged since pass 1, Spark unreachable, no decisions-table commit "
         "(both asserted); without_reuse: the same pass with every stored verdict forgotten. RSS is the "

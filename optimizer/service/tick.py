@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import cache
 
 from optimizer.analysis.context import TableContext
 from optimizer.clustering.by_delta import delta_expressible
@@ -45,6 +47,7 @@ from querylog.store import QueryLogTable
 
 log = logging.getLogger(__name__)
 __all__ = ["ServiceContext", "tick", "write"]
+WRITERS_WINDOW = 100  # the newest commits whose commitInfo says who writes the table (where jobs run)
 
 
 def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None) -> TickRecord:
@@ -172,17 +175,24 @@ def _tick(
     context = TableContext(
         ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model, ctx.locations()
     )
-    commits = delta.history((state.last_optimized_version or -1) + 1)
-    job = job_for(table, ctx, commits)  # what it can apply is what the estimate prices
-    applies = delta_expressible if sql_only(job) else None
-    with ctx.estimate_slots:  # Spark samples: a few at once, whatever the number of tables
-        decision = estimate(context, snapshot=snapshot, index=load_index(delta, snapshot), applies=applies)
+    index = load_index(delta, snapshot)
+    # the executor (from the latest writers' commitInfo) only when a job could follow: enough new data
+    # to estimate (what it can apply is what the estimate prices), or clustered files that may drift
+    since = max((state.last_optimized_version or -1) + 1, snapshot.version - WRITERS_WINDOW + 1, 0)
+    job = cache(lambda: job_for(table, ctx, delta.history(since)))
+    new_bytes = sum(f.size for f in snapshot.files if f.path not in index)
+    sampled = new_bytes >= table.thresholds.min_new_bytes  # below it the estimate stops before Spark
+    applies = delta_expressible if sampled and sql_only(job()) else None
+    with ctx.estimate_slots if sampled else nullcontext():  # Spark samples: a few at once, whatever the count
+        decision = estimate(context, snapshot=snapshot, index=index, applies=applies)
     draft.decision = decision
     draft.action, draft.reason = Action(decision.action), decision.reason
     if decision.features is not None:  # what the estimate would lay data out on for today's workload
         state = state.with_layout(layout_key(decision.features), now)
     if not decision.optimize:
-        return _drift(table, ctx, now, state, draft, dry_run=dry_run, job=job, context=context)
+        if not index:  # nothing deltaopt clustered: nothing can drift
+            return state
+        return _drift(table, ctx, now, state, draft, dry_run=dry_run, job=job(), context=context)
     draft.merge = None if ctx.stopping.is_set() else plan_merge(context, state, decision)
     files: tuple[str, ...] | None = None
     merged = None
@@ -195,7 +205,7 @@ def _tick(
         return state
     draft.pending = PendingJob(
         Action.OPTIMIZE,
-        job,
+        job(),
         decision.features or FeatureSet(),  # an optimise verdict always has features
         files,
         decision.version,

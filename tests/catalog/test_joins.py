@@ -178,17 +178,16 @@ def test_the_analysis_says_which_features_stand_for_dimension_filters():
     }
 
 
-def test_a_snowflake_chain_derives_through_its_unfiltered_middle_table(spark, tmp_path):
-    """lineitem -> supplier -> nation: the nation filter becomes a filter on supplier's nation key,
-    whose suppliers become the fact's key filter; a middle table scanned twice derives nothing."""
+def _snowflake(path):  # type: ignore[no-untyped-def]
+    """nation and supplier tables: 30 suppliers spread over three nations."""
     nations = {0: "FRANCE", 1: "GERMANY", 2: "PERU"}
     suppliers = {s: (s * 7) % 3 for s in range(1, 31)}
     write_deltalake(
-        str(tmp_path / "nation"),
+        str(path / "nation"),
         pa.table({"n_nationkey": pa.array(list(nations), pa.int64()), "n_name": list(nations.values())}),
     )
     write_deltalake(
-        str(tmp_path / "supplier"),
+        str(path / "supplier"),
         pa.table(
             {
                 "s_suppkey": pa.array(list(suppliers), pa.int64()),
@@ -196,6 +195,13 @@ def test_a_snowflake_chain_derives_through_its_unfiltered_middle_table(spark, tm
             }
         ),
     )
+    return nations, suppliers
+
+
+def test_a_snowflake_chain_derives_through_its_unfiltered_middle_table(spark, tmp_path):
+    """lineitem -> supplier -> nation: the nation filter becomes a filter on supplier's nation key,
+    whose suppliers become the fact's key filter; a middle table scanned twice derives nothing."""
+    _, suppliers = _snowflake(tmp_path)
     schema = {
         "lineitem": {"l_suppkey": "bigint", "l_price": "double"},
         "supplier": {"s_suppkey": "bigint", "s_nationkey": "bigint"},
@@ -236,21 +242,7 @@ def test_a_batch_derives_what_one_key_at_a_time_does_in_one_pass_per_dimension(s
     from querylog.capture import prefetch_derived
 
     rows = _date_dim(tmp_path / "date_dim", random.Random(7))
-    nations = {0: "FRANCE", 1: "GERMANY", 2: "PERU"}
-    suppliers = {s: (s * 7) % 3 for s in range(1, 31)}
-    write_deltalake(
-        str(tmp_path / "nation"),
-        pa.table({"n_nationkey": pa.array(list(nations), pa.int64()), "n_name": list(nations.values())}),
-    )
-    write_deltalake(
-        str(tmp_path / "supplier"),
-        pa.table(
-            {
-                "s_suppkey": pa.array(list(suppliers), pa.int64()),
-                "s_nationkey": pa.array(list(suppliers.values()), pa.int64()),
-            }
-        ),
-    )
+    nations, _ = _snowflake(tmp_path)
     schema = {
         "sales": {"s_date": "bigint", "s_supp": "bigint", "price": "double"},
         "date_dim": {"d_date_sk": "bigint", "d_year": "int", "d_moy": "int"},
