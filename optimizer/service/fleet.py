@@ -117,23 +117,26 @@ class FleetQueue:
         self._ledger: list[Charge] = self._load()
         self._held = 0
         self._warming: set[str] = set()
+        self._stopped = False
 
     # -- what ticks call -------------------------------------------------------------------------
 
     @contextmanager
-    def ticking(self, table: str) -> Iterator[bool]:
+    def ticking(self, table: str) -> Iterator[str | None]:
         """Mark `table` as ticking while the block runs (its queued job does not start meanwhile);
-        yields False, and marks nothing, when the table's job is running: the tick must not touch it."""
+        yields None, or why the tick must not touch the table (its job, or another tick of it, runs)."""
         with self._lock:
-            if table in self._running or table in self._ticking:
-                busy = True
+            busy = None
+            if table in self._running:
+                busy = "an OPTIMIZE job of this table is running: decided again after it ends"
+            elif table in self._ticking:
+                busy = "another tick of this table is running"
             else:
-                busy = False
                 self._ticking.add(table)
         try:
-            yield not busy
+            yield busy
         finally:
-            if not busy:
+            if busy is None:
                 with self._lock:
                     self._ticking.discard(table)
                     self._warming.discard(table)
@@ -170,6 +173,11 @@ class FleetQueue:
         finally:
             with self._lock:
                 self._held -= 1
+
+    def stop(self) -> None:
+        """Start no more jobs (the service is shutting down); the waiting ones are forgotten with it."""
+        with self._lock:
+            self._stopped = True
 
     def warm_up(self, tables: set[str]) -> None:
         """Start nothing until each of `tables` has ticked once: ranking needs their candidates."""
@@ -217,6 +225,8 @@ class FleetQueue:
     def _choose(self, now: datetime, own: str | None) -> tuple[Candidate | None, dict[str, str]]:
         """The candidate to start now, or None and why each waiting one waits."""
         ranked = self.ranked(now)
+        if self._stopped:
+            return None, {c.table: f"{self._rank(c, ranked, now)}; the service is stopping" for c in ranked}
         if self._held or self._warming:
             why = "the pass ranks every table's candidate before any job starts"
             if self._warming:

@@ -184,6 +184,7 @@ def _request_stop(ctx: ServiceContext, signum: int) -> None:
 
 
 def _shutdown(scheduler: Any, ctx: ServiceContext) -> None:
+    ctx.queue.stop()
     scheduler.pause()
     done = threading.Event()
 

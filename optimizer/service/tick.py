@@ -54,9 +54,9 @@ def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None)
     """Run one tick for `table` and return its record (also written to the decision log): the job's
     record when the tick's job started at once."""
     now = now or datetime.now(UTC)
-    with ctx.queue.ticking(table.name) as free:
-        if not free:  # its job started from the queue and runs: deciding again would race it
-            draft = Draft(reason="an OPTIMIZE job of this table is running: decided again after it ends")
+    with ctx.queue.ticking(table.name) as busy:
+        if busy is not None:  # its job started from the queue and runs: deciding again would race it
+            draft = Draft(reason=busy)
             record = draft.record(table, now, dry_run=False, seconds=0.0)
             ctx.log(record, table=False)
             return record
