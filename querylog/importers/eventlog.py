@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql
+from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql, prefetch_derived
 from querylog.errors import PredicateError
 from querylog.importers import ImportReport, commit_import
 from querylog.importers.eventlog_files import EventLogReading, event_lines
@@ -176,6 +176,8 @@ def import_event_log(log_table: Any, path: str | Path, context: SqlContext = Sql
         elif kind.endswith(END) and "executionId" in event:
             ends[event["executionId"]] = int(event.get("time", 0))
     memo = context.templates()
+    texts = (str(event.get("description") or "") for _, event in starts)
+    prefetch_derived(dict.fromkeys(t for t in texts if SQL_START.match(t)), context, memo)  # batched joins
     for number, event in starts:
         location = f"{path.name}:{number}"
         if "time" not in event or "executionId" not in event:
