@@ -151,14 +151,14 @@ def _capture_plan(
     return captured
 
 
-def import_event_log(log_table: Any, path: str | Path, context: SqlContext = SqlContext()) -> ImportReport:
-    """Import a Spark event log file (or rolling-log directory) into `log_table`."""
-    path = Path(path)
-    reading = EventLogReading()
+def _executions(
+    path: Path, reading: EventLogReading, now: datetime
+) -> tuple[list[tuple[int, Mapping[str, Any]]], dict[Any, int], Captured]:
+    """The SQL execution starts (with their line numbers), end times by execution id, and the lines
+    that are not JSON events (quarantined)."""
     starts: list[tuple[int, Mapping[str, Any]]] = []
     ends: dict[Any, int] = {}
     captured = Captured()
-    now = datetime.now(UTC)
     for number, raw in enumerate(event_lines(path, reading), start=1):
         line = raw.decode("utf-8", errors="replace")
         if not line.strip():
@@ -175,6 +175,15 @@ def import_event_log(log_table: Any, path: str | Path, context: SqlContext = Sql
             starts.append((number, event))
         elif kind.endswith(END) and "executionId" in event:
             ends[event["executionId"]] = int(event.get("time", 0))
+    return starts, ends, captured
+
+
+def import_event_log(log_table: Any, path: str | Path, context: SqlContext = SqlContext()) -> ImportReport:
+    """Import a Spark event log file (or rolling-log directory) into `log_table`."""
+    path = Path(path)
+    reading = EventLogReading()
+    now = datetime.now(UTC)
+    starts, ends, captured = _executions(path, reading, now)
     memo = context.templates()
     texts = (str(event.get("description") or "") for _, event in starts)
     prefetch_derived(dict.fromkeys(t for t in texts if SQL_START.match(t)), context, memo)  # batched joins
