@@ -42,12 +42,12 @@ from optimizer.service.record import Action, TickRecord
 from optimizer.service.state import TableState
 from optimizer.skipping.extended import load_index
 from optimizer.table import open_table
+from optimizer.table.committer import HISTORY_CHECKED
 from optimizer.table.protocol import check_rewritable
 from querylog.store import QueryLogTable
 
 log = logging.getLogger(__name__)
 __all__ = ["ServiceContext", "tick", "write"]
-WRITERS_WINDOW = 100  # the newest commits whose commitInfo says who writes the table (where jobs run)
 
 
 def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None) -> TickRecord:
@@ -81,19 +81,23 @@ def _decide_and_queue(table: TableSettings, ctx: ServiceContext, now: datetime) 
         log.exception("tick of %s failed", table.name)
     if draft.action is Action.ERROR:
         state, draft.pending, draft.queued = state.with_(verdict={}), None, False
-    if draft.pending is None and not draft.queued:
+    state = state.with_(ticks=state.ticks + 1)
+    if draft.pending is None and not draft.queued:  # no job: the state is saved once, with the record
         ctx.queue.drop(table.name)  # decided again without a job: a job queued earlier is void
-    elif draft.pending is not None:
+        record = draft.record(table, now, dry_run=dry_run, seconds=time.perf_counter() - started)
+        ctx.state.save(state.with_(last_decision=record.summary()))
+        ctx.log(record, table=not record.reused)  # a repeated verdict commits nothing
+        return record
+    if draft.pending is not None:
         ctx.queue.submit(_candidate(table, ctx, now, state, draft))
-    ctx.state.save(state.with_(ticks=state.ticks + 1))
-    if draft.pending is not None or draft.queued:
-        dispatched = ctx.queue.dispatch(now, own=table.name)
-        if table.name in dispatched.records:  # started at once: the job's record is the tick's
-            return dispatched.records[table.name]
-        draft.action = Action.DEFERRED
-        if dispatched.held:  # the pass ranks first: `run_once` says why it waits and writes the record
-            return draft.record(table, now, dry_run=dry_run, seconds=time.perf_counter() - started)
-        draft.reason = f"{draft.reason}; deferred: {dispatched.deferred or 'waiting in the fleet queue'}"
+    ctx.state.save(state)  # before the job may start: it reads the state
+    dispatched = ctx.queue.dispatch(now, own=table.name)
+    if table.name in dispatched.records:  # started at once: the job's record is the tick's
+        return dispatched.records[table.name]
+    draft.action = Action.DEFERRED
+    if dispatched.held:  # the pass ranks first: `run_once` says why it waits and writes the record
+        return draft.record(table, now, dry_run=dry_run, seconds=time.perf_counter() - started)
+    draft.reason = f"{draft.reason}; deferred: {dispatched.deferred or 'waiting in the fleet queue'}"
     return write(draft.record(table, now, dry_run=dry_run, seconds=time.perf_counter() - started), ctx)
 
 
@@ -178,7 +182,7 @@ def _tick(
     index = load_index(delta, snapshot)
     # the executor (from the latest writers' commitInfo) only when a job could follow: enough new data
     # to estimate (what it can apply is what the estimate prices), or clustered files that may drift
-    since = max((state.last_optimized_version or -1) + 1, snapshot.version - WRITERS_WINDOW + 1, 0)
+    since = max((state.last_optimized_version or -1) + 1, snapshot.version - HISTORY_CHECKED + 1, 0)
     job = cache(lambda: job_for(table, ctx, delta.history(since)))
     new_bytes = sum(f.size for f in snapshot.files if f.path not in index)
     sampled = new_bytes >= table.thresholds.min_new_bytes  # below it the estimate stops before Spark
