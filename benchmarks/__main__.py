@@ -22,6 +22,7 @@ BENCHMARKS = {
     "star-flow": "benchmarks.star_flow",
     "idle": "benchmarks.idle_bench",
     "fleet": "benchmarks.fleet_bench",
+    "races": "benchmarks.races",
 }
 
 

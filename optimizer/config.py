@@ -19,7 +19,7 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 from optimizer.config_compute import DatabricksSettings as DatabricksSettings  # re-exported
 from optimizer.config_compute import ExecutionSettings as ExecutionSettings
 from optimizer.config_compute import SparkSettings as SparkSettings
-from optimizer.config_types import ByteSize, Duration, StrictModel
+from optimizer.config_types import ByteSize, Duration, LiquidMode, StrictModel
 from optimizer.errors import ConfigError
 from optimizer.table.output import OutputSettings
 
@@ -172,6 +172,7 @@ class TableSettings(StrictModel):
     interval: Duration = Field(300, gt=0, description="seconds between ticks")
     paused: bool = False
     dry_run: bool | None = Field(None, description="override service.dry_run for this table")
+    liquid: LiquidMode | None = Field(None, description="override service.liquid for this table")
     thresholds: Thresholds = Field(default_factory=Thresholds)
 
     @model_validator(mode="after")
@@ -233,6 +234,12 @@ class ServiceSettings(StrictModel):
     max_concurrent_estimates: int = Field(2, ge=1, description="estimates (Spark samples) running at once")
     jitter: Duration = Field(10)
     dry_run: bool = False
+    liquid: LiquidMode = Field(
+        "keep",
+        description="a liquid-clustered table's clustering keys are the user's: keep (never changed; Delta's OPTIMIZE "
+        "clusters by them), suggest (never changed; the record names the keys the workload wants), set (a job "
+        "makes the plain-column Z features the keys, ALTER TABLE ... CLUSTER BY)",
+    )
 
     @property
     def decisions_path(self) -> str:
@@ -309,6 +316,10 @@ class Config(StrictModel):
         if duplicates:
             raise ValueError(f"table names must be unique, repeated: {duplicates}")
         return self
+
+    def liquid_for(self, table: TableSettings) -> LiquidMode:
+        """What deltaopt may do with `table`'s clustering keys should it be (or become) liquid-clustered."""
+        return table.liquid or self.service.liquid
 
     def table(self, name: str) -> TableSettings:
         for table in self.tables:

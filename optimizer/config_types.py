@@ -8,11 +8,11 @@ load time.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-__all__ = ["ByteSize", "Duration", "parse_duration", "parse_size"]
+__all__ = ["ByteSize", "Duration", "LiquidMode", "parse_duration", "parse_size"]
 
 _SIZE_UNITS: dict[str, float] = {
     "b": 1,
@@ -55,6 +55,9 @@ def parse_duration(value: Any) -> float:
 
 ByteSize = Annotated[int, BeforeValidator(parse_size), Field(ge=0)]
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+# What deltaopt may do with a liquid table's clustering keys, which are the user's choice: keep them (run
+# Delta's OPTIMIZE by them), only suggest the workload's, or set the workload's (`clustering.by_delta`).
+LiquidMode = Literal["keep", "suggest", "set"]
 
 
 class StrictModel(BaseModel):

@@ -1,7 +1,11 @@
 """The Delta Lake JVM jars for the embedded Spark: resolved once from Maven Central, then used offline.
 
 The Python package ``delta-spark`` (pinned in pyproject.toml beside PySpark) carries only the Python
-API; the engine is ``io.delta:delta-spark_2.13`` of the same version on Maven Central. Spark's own Ivy
+API; the engine is a jar on Maven Central whose name follows the installed PySpark (`artifact`):
+``delta-spark_2.12`` for Delta 3.x on Spark 3.5 (Scala 2.12), ``delta-spark_2.13`` for Delta 4.0, and
+``delta-spark_{4.1|4.2}_2.13`` from Delta 4.1 on, where the unsuffixed name is built for the newest Spark
+only. The release is the installed wheel's where it pairs with PySpark, else the one `DELTA_FOR_SPARK`
+names; a PySpark outside the supported matrix is refused up front. Spark's own Ivy
 (``spark.jars.packages``) resolves it with its transitive jars (``delta-storage``, ``antlr4-runtime``)
 into a cache *inside the project's environment* (``<venv>/share/deltaopt/ivy``, or
 ``$DELTAOPT_DELTA_JARS``), never the user's home. Afterwards sessions put the cached files on
@@ -20,23 +24,84 @@ from pathlib import Path
 
 from optimizer.errors import SparkRuntimeError
 
-SCALA_BINARY = "2.13"  # Spark 4.0 is built for Scala 2.13 only
+# PySpark's minor release -> the Delta release fetched for it, and the Delta lines that pair with it
+DELTA_FOR_SPARK = {"3.5": "3.3.3", "4.0": "4.0.1", "4.1": "4.3.1", "4.2": "4.4.0"}
+DELTA_LINES = {"3.5": ("3.2", "3.3"), "4.0": ("4.0",), "4.1": ("4.3",), "4.2": ("4.4",)}
+SUPPORTED = (
+    "Spark 3.5 + Delta 3.2/3.3 (Scala 2.12), Spark 4.0 + Delta 4.0, Spark 4.1 + Delta 4.3, Spark 4.2 + Delta 4.4"
+)
 JARS_ENV = "DELTAOPT_DELTA_JARS"
 EXTENSIONS = "io.delta.sql.DeltaSparkSessionExtension"
 CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 
-def delta_version() -> str:
-    """The Delta release that pairs with the installed PySpark: the ``delta-spark`` wheel's version."""
+def minor(version: str) -> str:
+    """``major.minor`` of a release (``4.0.5`` -> ``4.0``)."""
+    return ".".join(version.split(".")[:2])
+
+
+def delta_release(pyspark_version: str, installed: str | None) -> str:
+    """The Delta release for PySpark `pyspark_version`: the `installed` ``delta-spark`` wheel's where it
+    pairs with it, else `DELTA_FOR_SPARK`'s. Raises `SparkRuntimeError` with the supported matrix for a
+    PySpark outside it, or a wheel of another Delta line (installed with ``--no-deps``)."""
+    spark = minor(pyspark_version)
+    if spark not in DELTA_FOR_SPARK:
+        raise SparkRuntimeError(f"PySpark {pyspark_version} is not supported; supported: {SUPPORTED}")
+    if installed is None:
+        return DELTA_FOR_SPARK[spark]
+    if minor(installed) not in DELTA_LINES[spark]:
+        raise SparkRuntimeError(
+            f"delta-spark {installed} does not pair with PySpark {pyspark_version}; supported: {SUPPORTED}"
+        )
+    return installed
+
+
+def artifact(delta: str, pyspark_version: str, scala: str) -> str:
+    """The Maven artifact of Delta `delta`'s engine for PySpark `pyspark_version` built for Scala `scala`
+    (what Delta's own ``configure_spark_with_delta_pip`` names): from Delta 4.1 one artifact per Spark."""
+    major, minor_release = (int(part) for part in minor(delta).split("."))
+    if (major, minor_release) >= (4, 1):
+        return f"delta-spark_{minor(pyspark_version)}_{scala}"
+    return f"delta-spark_{scala}"
+
+
+def pyspark_version() -> str:
+    """The installed PySpark's release."""
     try:
-        return metadata.version("delta-spark")
-    except metadata.PackageNotFoundError as err:
-        raise SparkRuntimeError("the Python package delta-spark is not installed; run `make install`") from err
+        return metadata.version("pyspark")
+    except metadata.PackageNotFoundError:  # a PySpark on the path, not installed by pip (a cluster's own)
+        import pyspark
+
+        return str(pyspark.__version__)
+
+
+def scala_binary() -> str:
+    """The Scala binary version the installed PySpark's jars are built for (``2.12`` or ``2.13``)."""
+    import pyspark
+
+    found = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("scala-library-*.jar"))
+    if found:
+        return minor(found[-1].name[len("scala-library-") : -len(".jar")])
+    return "2.12" if minor(pyspark_version()) == "3.5" else "2.13"  # PyPI's builds
+
+
+def delta_version() -> str:
+    """The Delta release that pairs with the installed PySpark (`delta_release`)."""
+    try:
+        installed: str | None = metadata.version("delta-spark")
+    except metadata.PackageNotFoundError:
+        installed = None
+    return delta_release(pyspark_version(), installed)
+
+
+def engine_artifact() -> str:
+    """This environment's Delta engine artifact (`artifact`)."""
+    return artifact(delta_version(), pyspark_version(), scala_binary())
 
 
 def coordinates() -> str:
     """Maven coordinates of the Delta engine for this environment."""
-    return f"io.delta:delta-spark_{SCALA_BINARY}:{delta_version()}"
+    return f"io.delta:{engine_artifact()}:{delta_version()}"
 
 
 def ivy_home() -> Path:
@@ -49,12 +114,17 @@ def cached_jars() -> list[Path] | None:
     """The resolved jars for this Delta version, or None when they have not been fetched yet."""
     version = delta_version()
     directory = ivy_home() / "jars"
-    engine = directory / f"io.delta_delta-spark_{SCALA_BINARY}-{version}.jar"
+    engine = directory / f"io.delta_{engine_artifact()}-{version}.jar"
     storage = directory / f"io.delta_delta-storage-{version}.jar"
     if not (engine.is_file() and storage.is_file()):
         return None
-    # every jar Ivy retrieved for these coordinates (other Delta versions' jars are left out)
-    return sorted(p for p in directory.glob("*.jar") if not p.name.startswith("io.delta_") or version in p.name)
+    # every jar Ivy retrieved for these coordinates (other Delta versions' and other Sparks' engines left out)
+    return sorted(
+        p
+        for p in directory.glob("*.jar")
+        if not p.name.startswith("io.delta_")
+        or (version in p.name and (p == engine or not p.name.startswith("io.delta_delta-spark_")))
+    )
 
 
 def session_conf() -> dict[str, str]:

@@ -47,6 +47,7 @@ from sqlglot import exp
 
 from optimizer.errors import DeltaOptError
 from optimizer.skipping.extended import location_key
+from optimizer.spark_arrow import to_arrow
 from optimizer.spark_expr import expression_column
 from optimizer.table import open_table
 from querylog.errors import QueryLogError
@@ -169,7 +170,7 @@ class JoinDeriver:
             for text in texts:
                 condition = condition & expression_column(text)
             selected.append(F.coalesce(condition, F.lit(False)).alias(f"f{j}"))
-        data = frame.select(*selected).toArrow()
+        data = to_arrow(frame.select(*selected))
         for i, column in enumerate(columns):
             kind = data.column(f"k{i}").type
             if not (pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_date(kind)):

@@ -70,9 +70,11 @@ class RuntimeInfo:
     spark_version: str
     delta_jvm: bool | None  # None: cannot be checked (Spark Connect has no JVM gateway)
     commit_engine: str = "delta-rs"  # who commits OPTIMIZE in this session: delta-spark, delta-sql or delta-rs
+    delta_version: str | None = None  # the loaded Delta engine's release, as its jar states it
 
     def describe(self) -> str:
-        delta = {True: "Delta engine loaded", False: "no Delta engine", None: "Delta engine unknown (Connect)"}
+        loaded = f"Delta engine loaded ({self.delta_version})" if self.delta_version else "Delta engine loaded"
+        delta = {True: loaded, False: "no Delta engine", None: "Delta engine unknown (Connect)"}
         commits = {
             "delta-spark": "OPTIMIZE commits through Delta's transaction",
             "delta-sql": "OPTIMIZE is Delta's own command on the server",
@@ -234,11 +236,15 @@ def runtime_info(spark: SparkSession, settings: SparkSettings | None = None) -> 
         master = spark.sparkContext.master or settings.master
         mode = "embedded" if master.startswith("local") else "cluster"
     from optimizer.table.committer import commit_engine
+    from optimizer.table.delta_adapter import delta_version
+    from optimizer.table.delta_engine import delta_classes
 
+    package = delta_classes(spark) if mode != "connect" else None
     return RuntimeInfo(
         mode=mode,
         master=master,
         spark_version=spark.version,
         delta_jvm=delta_jvm_available(spark),
         commit_engine=commit_engine(spark),
+        delta_version=delta_version(spark._jvm, package) if package else None,
     )

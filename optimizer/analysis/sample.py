@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from optimizer.analysis.correlation import ZSample
-from optimizer.errors import FeatureError
+from optimizer.errors import FeatureError, SparkRuntimeError
+from optimizer.spark_arrow import to_arrow
 from optimizer.spark_expr import analysis_error, typed_feature
 
 if TYPE_CHECKING:
@@ -121,9 +122,13 @@ def _collect(
     sample: DataFrame, columns: dict[str, Column], failures: dict[str, str], names: dict[str, tuple[str, str]]
 ) -> pd.DataFrame:
     """All columns in one job; if that job fails, one job per column to find the culprits. Through
-    Arrow: converting Row objects on the driver was 90% of the analysis's Python time (py-spy)."""
+    Arrow: converting Row objects on the driver was 90% of the analysis's Python time (py-spy). A
+    session that cannot collect at all (`SparkRuntimeError`: an API gap) fails every candidate alike,
+    so that is raised with its cause instead of marking each one "not evaluable"."""
     try:
         return _to_pandas(sample.select(*[c.alias(n) for n, c in columns.items()]))
+    except SparkRuntimeError:
+        raise
     except Exception as err:
         log.warning("evaluating candidates together failed (%s); evaluating one by one", analysis_error(err))
     parts = []
@@ -137,4 +142,4 @@ def _collect(
 
 def _to_pandas(frame: DataFrame) -> pd.DataFrame:
     # timestamps as objects: datetime64[ns] cannot hold every timestamp Spark can
-    return frame.toArrow().to_pandas(timestamp_as_object=True, date_as_object=True)
+    return to_arrow(frame).to_pandas(timestamp_as_object=True, date_as_object=True)

@@ -128,6 +128,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         output=_output_settings(args, thresholds),
         stats_for_keys=not args.no_key_statistics and (thresholds.stats_for_clustering_keys if thresholds else True),
+        liquid=args.liquid or (config.liquid_for(configured) if config and configured else "keep"),
     )
     if args.json:
         print_json(result.as_dict())
@@ -140,6 +141,9 @@ def _optimized(path: str, result: OptimizeResult) -> str:
     """The human summary of one OPTIMIZE run (one by Delta's own commands says what they did)."""
     by_delta = result.output.get("clustering")
     if result.version is None:
+        liquid = result.output.get("liquid")
+        if isinstance(liquid, dict) and liquid.get("mode") == "suggest":
+            return str(by_delta)  # it says the table was left as it is
         return f"{by_delta}; nothing to commit" if by_delta else "nothing to optimise: no unclustered files"
     files = f"{path}: version {result.version}, {result.files_in} -> {result.files_out} files, "
     files += f"{result.bytes_in:,} -> {result.bytes_out:,} bytes"

@@ -118,6 +118,12 @@ def _add_optimize(commands: Any) -> None:
         help="who commits (default: configured, else auto); delta-rs beside Delta writers only when set here",
     )
     opt.add_argument(
+        "--liquid",
+        choices=["keep", "suggest", "set"],
+        help="a liquid-clustered table's keys (default: configured, else keep): keep them (Delta's OPTIMIZE clusters "
+        "by them), suggest (change nothing; name the keys the workload wants), set (make the Z columns the keys)",
+    )
+    opt.add_argument(
         "--no-key-statistics",
         action="store_true",
         help="leave the table's statistics columns as they are (default: clustering keys get min/max first)",

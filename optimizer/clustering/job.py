@@ -20,12 +20,14 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from optimizer.clustering.by_delta import laid_out_by_delta, optimize_with_delta
 from optimizer.clustering.joined import joined_ranges
 from optimizer.clustering.layout import Layout, Progress, cluster_frame, fingerprint_columns, wrap64
 from optimizer.clustering.result import OptimizeResult
+from optimizer.config_types import LiquidMode
 from optimizer.errors import ClusteringError, CommitOutcomeUnknownError
 from optimizer.features import FeatureSet
 from optimizer.skipping.collect import stats_spec
@@ -36,10 +38,12 @@ from optimizer.table.committer import Committer, RewriteRequest, commit_engine, 
 from optimizer.table.key_stats import describe_change, indexing_properties, key_columns
 from optimizer.table.output import OutputSettings, resolve_output
 from optimizer.table.protocol import check_rewritable
+from optimizer.table.staging import session_zone
 from optimizer.table.stats import data_columns, stats_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from optimizer.table.access import TableAccess
 
@@ -72,20 +76,20 @@ def optimize(
     run_id: str | None = None,
     output: OutputSettings = OutputSettings(),
     stats_for_keys: bool = True,
+    liquid: LiquidMode = "keep",
 ) -> OptimizeResult:
     """Rewrite `files` (default: the files no deltaopt run clustered) with the combined layout, written
     with `output`'s codec and row-group size (the table's own codec property wins). With
     `stats_for_keys`, clustering keys without min/max statistics get them first (`table.key_stats`). A
-    liquid table, or any table in a SQL-only session, is laid out by Delta's commands (`clustering.by_delta`).
-    Raises `ClusteringError` (bad feature, rows differ), `CommitConflictError` (lost a race: nothing
-    committed), `TableAccessError`. Delta's transaction commits where `spark` has Delta's engine."""
+    liquid table (its keys are the user's: changed only when `liquid` is ``set``), or any table in a SQL-only
+    session, is laid out by Delta's commands (`clustering.by_delta`). Raises `ClusteringError` (bad feature,
+    rows differ), `CommitConflictError` (lost a race: nothing committed), `TableAccessError`."""
     started, engine, run_id = time.perf_counter(), commit_engine(spark), run_id or uuid.uuid4().hex[:16]
     committer = None if engine == "delta-sql" else committer_for(table, spark)  # an unsafe store: refused first
     snapshot = snapshot or table.snapshot()  # a feature the rewrite cannot honour: refused before any work
     if committer is None or laid_out_by_delta(engine, snapshot):  # Delta's own commands lay it out
-        return optimize_with_delta(
-            spark, table, features, snapshot, run_id, progress, metadata=metadata, files=files, engine=engine
-        )
+        delta = partial(optimize_with_delta, metadata=metadata, files=files, engine=engine, liquid=liquid)
+        return delta(spark, table, features, snapshot, run_id, progress)
     check_rewritable(snapshot.features, table.uri, delta_engine=committer.engine == "delta-spark")
     properties = indexing_properties(snapshot, key_columns(features)) if stats_for_keys else {}
     if properties:
@@ -200,7 +204,7 @@ def _write_verified(
     """Cluster and write `chosen`'s rows, then prove the written rows equal the input and write the
     extended-stats index; on any failure the written files are removed and nothing is committed."""
     clock = time.perf_counter()
-    run_id, progress = plan.run_id, plan.progress
+    run_id = plan.run_id
     stored = data_columns(snapshot.spark_schema(), snapshot.partition_columns)
     frame = table.read_files(spark, chosen, snapshot, for_rewrite=True)
     delta_columns = {c.name.lower() for c in stats_columns(stored, snapshot.configuration) if c.minmax}
@@ -228,27 +232,60 @@ def _write_verified(
         extra_aggregates=extra,
         extended_stats=extended,
         options=written_with.writer_options(),
+        replacing=chosen,
     )
     write_seconds = time.perf_counter() - clock
+    rows = _prove_and_index(
+        spark,
+        table,
+        snapshot,
+        features,
+        staged,
+        rows_by_path=rows_by_path,
+        extended_by_path=extended_by_path,
+        expected=layout.input_fingerprints(),
+        key_types=spec.key_types,
+        plan=plan,
+    )
+    output = written_with.as_dict()
+    if snapshot.features.needs_delta_writer:  # Delta's writer takes the codec only: its own row groups, level
+        output |= {"level": None, "row_group_bytes": None, "writer": "delta"}
+    return _Staged(staged, layout, output, cluster_seconds, write_seconds, rows)
+
+
+def _prove_and_index(
+    spark: SparkSession,
+    table: TableAccess,
+    snapshot: Snapshot,
+    features: FeatureSet,
+    staged: list[StagedFile],
+    *,
+    rows_by_path: Mapping[str, Mapping[str, Any]],
+    extended_by_path: Mapping[str, ExtendedStats],
+    expected: Mapping[tuple[Any, ...], tuple[int, int, int]],
+    key_types: Mapping[str, str] | None,
+    plan: _Plan,
+) -> int:
+    """Prove the written rows equal the input (`_verify`), record joined ranges, and write the run's
+    extended-stats index; the number of rows proven. On any failure the written files are removed, so
+    nothing uncommitted stays."""
+    progress = plan.progress
     progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
-    expected = layout.input_fingerprints()
     try:
-        _verify(staged, rows_by_path, expected, snapshot.partition_columns)
+        _verify(
+            staged, rows_by_path, expected, snapshot.partition_columns, snapshot.spark_schema(), session_zone(spark)
+        )
         if features.joined and not snapshot.features.needs_delta_writer:  # ranges read files by logical names
             joined = joined_ranges(spark, {f.path: table.spark_uri(f.path) for f in staged}, features.joined)
             progress(f"joined ranges recorded for {len(joined)} of {len(staged)} file(s)")
             extended_by_path = {p: replace(x, joined=joined.get(p, ())) for p, x in extended_by_path.items()}
         by_path = {f.path: (f.size, extended_by_path[f.path]) for f in staged}
         columns = snapshot.features.physical_names
-        write_index(table, run_id, by_path, features.as_dict(), key_types=spec.key_types, columns=columns)
+        write_index(table, plan.run_id, by_path, features.as_dict(), key_types=key_types, columns=columns)
     except Exception:
         table.discard(staged)
         raise
-    rows = sum(count for count, _, _ in expected.values())
-    output = written_with.as_dict()
-    if snapshot.features.needs_delta_writer:  # Delta's writer takes the codec only: its own row groups, level
-        output |= {"level": None, "row_group_bytes": None, "writer": "delta"}
-    return _Staged(staged, layout, output, cluster_seconds, write_seconds, rows)
+    return sum(count for count, _, _ in expected.values())
 
 
 def _commit(
@@ -309,18 +346,34 @@ def _verify(
     rows: Mapping[str, Mapping[str, Any]],
     expected: Mapping[tuple[Any, ...], tuple[int, int, int]],
     partition_columns: Sequence[str],
+    schema: StructType,
+    zone: str | None = None,
 ) -> None:
-    """The written rows equal the input rows in every partition group, or nothing is committed."""
+    """The written rows equal the input rows in every partition group, or nothing is committed. Groups
+    match by their partition values' meaning (`partition_key`: a timestamp's instant, a zone-less one
+    read in the session's `zone` as the input was; without it, text), since the log and the input
+    render a value differently (UTC ISO against the session zone's local time)."""
+    from optimizer.table.staging import partition_key
+
+    types = {f.name.lower(): f.dataType for f in schema.fields}
+    kinds = [types.get(c.lower()) for c in partition_columns]
+
+    def group(values: Sequence[Any]) -> tuple[Any, ...]:
+        return tuple(partition_key(v, t, zone) for v, t in zip(values, kinds, strict=True))
+
     written: dict[tuple[Any, ...], list[int]] = {}
     for f in staged:
         row = rows[f.path]
-        group = tuple(f.partition_values.get(c) for c in partition_columns)
-        total = written.setdefault(group, [0, 0, 0])
+        total = written.setdefault(group([f.partition_values.get(c) for c in partition_columns]), [0, 0, 0])
         total[0] += int(row["__rows"])
         total[1] += int(row["__xx"] or 0)
         total[2] += int(row["__mm"] or 0)
+    expected_norm: dict[tuple[Any, ...], list[int]] = {}
+    for key, (count, xx, mm) in expected.items():
+        total = expected_norm.setdefault(group(key), [0, 0, 0])
+        total[0], total[1], total[2] = total[0] + count, total[1] + xx, total[2] + mm
     written = {k: [v[0], wrap64(v[1]), wrap64(v[2])] for k, v in written.items()}
-    expected_norm = {k: list(v) for k, v in expected.items()}
+    expected_norm = {k: [v[0], wrap64(v[1]), wrap64(v[2])] for k, v in expected_norm.items()}
     if written != expected_norm:
         raise ClusteringError(
             f"written rows differ from the input (expected {_summary(expected_norm)}, wrote {_summary(written)}); "

@@ -19,10 +19,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from optimizer.clustering.zorder import Helpers
 from optimizer.errors import DeltaOptError
 from optimizer.features import JoinedFeature
 from optimizer.skipping.extended import JoinedRanges, ValueRange, encode_value, location_key
 from optimizer.table import open_table
+from optimizer.table.stats import file_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -140,21 +142,22 @@ def _ranges_per_file(
     if found is None or not uris:
         return None
     dimension, version, names = found
+    prefix = Helpers.avoiding([fact_column]).prefix  # the join's own columns sit beside the fact column
     per_key = [F.col(f"`{names[a]}`") for a in attributes]
     lookup = dimension.where(F.col(f"`{names[key]}`").isNotNull()).select(
-        F.col(f"`{names[key]}`").alias("__key"), *[c.alias(f"__a{i}") for i, c in enumerate(per_key)]
+        F.col(f"`{names[key]}`").alias(f"{prefix}key"), *[c.alias(f"{prefix}a{i}") for i, c in enumerate(per_key)]
     )
-    types = {a: lookup.schema[f"__a{i}"].dataType.simpleString() for i, a in enumerate(attributes)}
+    types = {a: lookup.schema[f"{prefix}a{i}"].dataType.simpleString() for i, a in enumerate(attributes)}
     facts = spark.read.parquet(*uris)
     if fact_column not in {c.lower() for c in facts.columns}:
         log.warning("joined ranges of %s: the files lack %s (a partition column?)", location, fact_column)
         return None
-    facts = facts.select(F.col("_metadata.file_path").alias("__file"), F.col(f"`{fact_column}`"))
-    joined = facts.join(F.broadcast(lookup), F.col(f"`{fact_column}`") == F.col("__key"), "inner")
+    facts = facts.select(file_path(facts).alias(f"{prefix}file"), F.col(f"`{fact_column}`"))
+    joined = facts.join(F.broadcast(lookup), F.col(f"`{fact_column}`") == F.col(f"{prefix}key"), "inner")
     aggregates = []
     for i in range(len(attributes)):
-        value = F.col(f"__a{i}")
+        value = F.col(f"{prefix}a{i}")
         aggregates += [F.min(value).alias(f"min_{i}"), F.max(value).alias(f"max_{i}")]
         aggregates.append(F.sum(F.when(value.isNull(), 1).otherwise(0)).alias(f"nulls_{i}"))
-    rows = joined.groupBy("__file").agg(*aggregates).collect()
+    rows = joined.groupBy(F.col(f"{prefix}file").alias("__file")).agg(*aggregates).collect()
     return version, types, {r["__file"]: r.asDict() for r in rows}

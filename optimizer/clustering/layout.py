@@ -23,6 +23,7 @@ from optimizer.features import FeatureSet
 from optimizer.skipping.collect import sop_vector
 from optimizer.spark_expr import expression_column
 from optimizer.table.fingerprint import hashable_columns
+from optimizer.table.staging import partition_key_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation
@@ -200,20 +201,22 @@ def _count_vectors(
     xx, mm = (
         fingerprint_columns(frame.schema, data_names) if fingerprint else (F.lit(0).cast("long"), F.lit(0).cast("long"))
     )
-    # partition values as Spark renders them in directory names, so written files compare equal
-    keys = [F.col(f"`{c}`").cast("string").alias(c) for c in partition_columns]
+    # partition values by what they are (a timestamp's instant), as the job's check reads them
+    keys = partition_key_columns(frame.schema, partition_columns)
     if vectors is not None:
         keys.append(F.col(f"`{vectors}`"))
-    counted = frame.groupBy(*keys).agg(F.count(F.lit(1)).alias("n"), F.sum(xx).alias("xx"), F.sum(mm).alias("mm"))
+    # the aggregates sit beside the partition columns: named under a prefix no column starts with
+    n, xx_sum, mm_sum = (f"{Helpers.avoiding(frame.columns).prefix}{name}" for name in ("n", "xx", "mm"))
+    counted = frame.groupBy(*keys).agg(F.count(F.lit(1)).alias(n), F.sum(xx).alias(xx_sum), F.sum(mm).alias(mm_sum))
     fingerprints: dict[tuple[Any, ...], list[int]] = {}
     counts: dict[int, int] = {}
     for row in counted.collect():
         total = fingerprints.setdefault(tuple(row[c] for c in partition_columns), [0, 0, 0])
-        total[0] += int(row["n"])
-        total[1] += int(row["xx"] or 0)
-        total[2] += int(row["mm"] or 0)
+        total[0] += int(row[n])
+        total[1] += int(row[xx_sum] or 0)
+        total[2] += int(row[mm_sum] or 0)
         if vectors is not None:
-            counts[int(row[vectors])] = counts.get(int(row[vectors]), 0) + int(row["n"])
+            counts[int(row[vectors])] = counts.get(int(row[vectors]), 0) + int(row[n])
     return {k: (v[0], wrap64(v[1]), wrap64(v[2])) for k, v in fingerprints.items()}, counts
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from optimizer.spark_arrow import to_arrow
 from optimizer.table.fingerprint import hashable_columns
 
 if TYPE_CHECKING:
@@ -204,7 +205,7 @@ def _sample(frame: DataFrame, names: Sequence[str], rows: int, wanted: int, seed
     sample = frame.select(*[F.col(f"`{c}`") for c in names])
     if rows > wanted:
         sample = sample.sample(withReplacement=False, fraction=min(1.0, wanted / rows), seed=seed)
-    table = sample.toArrow()  # columnar: converting Row objects took most of the sampling time
+    table = to_arrow(sample)  # columnar: converting Row objects took most of the sampling time
     return {name: table.column(i).to_pylist() for i, name in enumerate(names)}
 
 
@@ -336,7 +337,7 @@ def _probe_keys(spark: SparkSession, partitions: int) -> tuple[int, ...]:
     found: dict[int, int] = {}
     size = partitions * 16
     while len(found) < partitions:
-        probe = spark.range(size).select("id", F.pmod(F.hash("id"), F.lit(partitions)).alias("p")).toArrow()
+        probe = to_arrow(spark.range(size).select("id", F.pmod(F.hash("id"), F.lit(partitions)).alias("p")))
         for key, target in zip(probe.column(0).to_pylist(), probe.column(1).to_pylist(), strict=True):
             found.setdefault(target, key)
         size *= 4

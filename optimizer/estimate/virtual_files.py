@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from optimizer.clustering.joined import with_joined
 from optimizer.clustering.layout import cluster_frame
+from optimizer.clustering.zorder import Helpers
 from optimizer.features import FeatureSet, ZFeature
 from optimizer.skipping.collect import StatsSpec, stats_spec
 from optimizer.skipping.filestats import FileStats, file_stats, table_column_types
@@ -65,6 +66,7 @@ def virtual_files(
         stats_spec(sample, replace(features, z_add=(*features.z_add, *helpers)), delta_columns), keys=()
     )
     rows_in = sample.count()
+    file_index = f"{Helpers.avoiding(sample.columns).prefix}file"  # beside the sample's columns: no name of theirs
     layout = cluster_frame(
         sample,
         features,
@@ -73,12 +75,12 @@ def virtual_files(
         rows_per_file=max(rows_in / max(files, 1), 1.0),
         files=files,
         fingerprint=False,  # never written as a rewrite: nothing to verify
-        file_column=None if measure else "__file",  # files to write, or only their rows' file index
+        file_column=None if measure else file_index,  # files to write, or only their rows' file index
         boundary_rows=BOUNDARY_ROWS,
     )
     aggregates = file_stat_aggregates(columns, spec.aggregates())
     if measure is None:  # statistics per file index: no shuffle into as many partitions as files
-        per_file = layout.frame.groupBy("__file").agg(*aggregates).collect()
+        per_file = layout.frame.groupBy(F.col(file_index).alias("__file")).agg(*aggregates).collect()
         measured = None
     else:
         frame = layout.frame.persist()  # the layout's shuffle runs once
@@ -113,8 +115,9 @@ def in_stored_order(sample: DataFrame, snapshot: Snapshot, files: int) -> DataFr
     from pyspark.sql import functions as F
 
     stored = data_columns(snapshot.spark_schema(), snapshot.partition_columns)
-    ordered = sample.withColumn("__order", F.monotonically_increasing_id())  # increasing in read order
-    chunks = ordered.repartitionByRange(max(files, 1), "__order").sortWithinPartitions("__order")
+    order = f"{Helpers.avoiding(sample.columns).prefix}order"  # beside the sample's columns: no name of theirs
+    ordered = sample.withColumn(order, F.monotonically_increasing_id())  # increasing in read order
+    chunks = ordered.repartitionByRange(max(files, 1), order).sortWithinPartitions(order)
     return chunks.select(*[F.col(f"`{n}`") for n in stored.names])
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from optimizer.config import DatabricksSettings, ExecutionSettings, SparkSettings
+from optimizer.config_types import LiquidMode
 from optimizer.errors import JobSubmissionError
 from optimizer.features import FeatureSet
 from optimizer.table.access import Commit, commit_of_run
@@ -33,6 +34,8 @@ from optimizer.table.output import OutputSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from optimizer.table.access import Snapshot, TableAccess
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,7 @@ class OptimizeRequest:
     files: tuple[str, ...] | None = None  # paths; None: the unclustered files when the job starts
     output: OutputSettings = OutputSettings()  # codec and row-group size to write with
     stats_for_keys: bool = True  # clustering keys without min/max get them first (`table.key_stats`)
+    liquid: LiquidMode = "keep"  # a liquid table's clustering keys: the user's, set only with `set`
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,43 @@ class JobOutcome:
     rows: int = 0
     seconds: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    not_started: str | None = None  # why the executor did not run the job (`liquid_refusal`); nothing committed
+
+
+def liquid_refusal(
+    latest: Snapshot,
+    features: FeatureSet,
+    liquid: LiquidMode,
+    read_version: int,
+    keys: Callable[[], Sequence[str] | None] | None = None,
+    net: float | None = None,
+) -> str | None:
+    """Why a service job must not run on `latest`: the table became liquid-clustered after the job was
+    decided (ticks skip liquid tables) and its clustering keys are the user's (``liquid`` keep or
+    suggest). The one rule both the job's start (`jobs`) and the in-process executor apply, the second
+    on the snapshot it would run on. None: run it (not liquid; or ``set``, which lets the job make its
+    plain-column Z features the keys). The delta-rs snapshot decides; `keys` (a DESCRIBE DETAIL, which
+    needs a Spark session) is read only to name the keys in the refusal."""
+    from optimizer.clustering.by_delta import clustering_keys
+    from optimizer.errors import TableAccessError
+
+    if not latest.features.clustered or liquid == "set":
+        return None
+    try:
+        named = "clustering keys " + (", ".join((keys() if keys else None) or ()) or "none") + ", "
+    except TableAccessError:  # only the message needs them
+        named = "clustering keys unreadable, "
+    if keys is None:
+        named = ""
+    wanted = ", ".join(clustering_keys(features)[0]) or "no column Delta can cluster by"
+    said = (
+        f"the table became liquid-clustered ({named}version {latest.version}) after this job was decided at "
+        f"version {read_version}; its keys are the user's (liquid: {liquid}): not started, keys kept; the "
+        f"workload wants keys ({wanted})"
+    )
+    if liquid == "suggest" and net is not None:
+        said += f" (the decision's estimate for its own layout: net {net:,.1f} cluster-s; liquid: set applies it)"
+    return said
 
 
 class Executor(Protocol):
@@ -77,12 +118,26 @@ class SparkExecutor:
         self._session = session
         self.sql_only = sql_only
 
+    def _keys(self, table: TableAccess) -> Callable[[], Sequence[str] | None]:
+        """The table's clustering keys, read with this executor's session when a refusal names them."""
+        from optimizer.table.delta_sql import DeltaSql
+
+        return lambda: DeltaSql(self._session(), table.spark_uri("").rstrip("/")).clustering_columns()
+
     def run(self, request: OptimizeRequest) -> JobOutcome:
         from optimizer.clustering import optimize
         from optimizer.table import open_table
 
         table = open_table(request.table_path)
         snapshot = table.snapshot(request.read_version)
+        latest = table.snapshot()
+        if latest.features.clustered:  # liquid since the decision: the job's start checked before this read
+            refused = liquid_refusal(
+                latest, request.features, request.liquid, request.read_version, keys=self._keys(table)
+            )
+            if refused is not None:
+                return JobOutcome(self.name, None, not_started=refused)
+            snapshot = latest  # `set`: Delta's OPTIMIZE, with the job's plain-column Z features as the keys
         files = None
         if request.files is not None:
             wanted = set(request.files)
@@ -99,6 +154,7 @@ class SparkExecutor:
             run_id=request.run_id,
             output=request.output,
             stats_for_keys=request.stats_for_keys,
+            liquid=request.liquid,
         )
         return JobOutcome(
             self.name,
@@ -134,6 +190,8 @@ def optimize_command(request: OptimizeRequest) -> list[str]:
         "--output-json",
         json.dumps(request.output.as_dict()),
         *([] if request.stats_for_keys else ["--no-key-statistics"]),
+        "--liquid",
+        request.liquid,
         "--json",
     ]
 

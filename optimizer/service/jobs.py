@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from optimizer.errors import KNOWN, CommitConflictError, DeltaOptError, JobSubmissionError
 from optimizer.features import FeatureSet
-from optimizer.service.executors import Executor, OptimizeRequest
+from optimizer.service.executors import Executor, OptimizeRequest, SparkExecutor, liquid_refusal
 from optimizer.service.record import Action, JobRecord, TickRecord
 from optimizer.service.state import RunInProgress, TableState
 from optimizer.table.access import commit_of_run
@@ -126,6 +126,10 @@ def _run_job(
         return state
     if isinstance(pending.job, JobSubmissionError):  # no executor (e.g. credentials missing)
         raise pending.job
+    became_liquid = _keys_to_keep(table, ctx, pending)
+    if became_liquid is not None:
+        draft.action, draft.reason = Action.SKIP, f"{draft.reason}; {became_liquid}"
+        return state
     executor, why = pending.job
     run = RunInProgress(uuid.uuid4().hex[:16], pending.read_version, now.isoformat())
     ctx.state.save(state.with_(run=run))  # a crash from here on is settled by the next tick
@@ -138,6 +142,7 @@ def _run_job(
         files=pending.files,
         output=table.thresholds.output,
         stats_for_keys=table.thresholds.stats_for_clustering_keys,
+        liquid=ctx.config.liquid_for(table),
     )
     try:
         outcome = executor.run(request)
@@ -145,8 +150,32 @@ def _run_job(
         draft.job = JobRecord(executor.name, why, run.run_id, error=str(err))
         draft.action = draft.action.lost_race
         return state.with_(run=None)
+    if outcome.not_started is not None:  # liquid by the time the executor read it: the same rule said no
+        draft.action, draft.reason = Action.SKIP, f"{draft.reason}; {outcome.not_started}"
+        return state.with_(run=None)
     draft.job = JobRecord(executor.name, why, run.run_id, outcome)
     return state.with_(run=None, last_optimized_version=outcome.version or state.last_optimized_version)
+
+
+def _keys_to_keep(table: TableSettings, ctx: ServiceContext, pending: PendingJob) -> str | None:
+    """Why the job must not start (`liquid_refusal`, the rule the in-process executor applies again on
+    the snapshot it runs on). Checked as the job starts: a job waits in the queue, and a remote one reads
+    the table as it is when it runs. The delta-rs snapshot decides; the keys are named only for a job
+    of the in-process executor, whose Spark session is the service's anyway (a remote job's check
+    starts no local JVM)."""
+    from optimizer.table import open_table
+    from optimizer.table.delta_sql import DeltaSql
+
+    delta = open_table(table.path, dict(table.storage_options))
+
+    def keys() -> tuple[str, ...] | None:
+        return DeltaSql(ctx.spark(), delta.spark_uri("").rstrip("/")).clustering_columns()
+
+    local = not isinstance(pending.job, JobSubmissionError) and isinstance(pending.job[0], SparkExecutor)
+    liquid = ctx.config.liquid_for(table)
+    return liquid_refusal(
+        delta.snapshot(), pending.features, liquid, pending.read_version, keys if local else None, pending.net
+    )
 
 
 def settle_run(delta: Any, state: TableState, draft: Draft) -> TableState:

@@ -5,7 +5,8 @@ virtual files (aggregated per Spark partition of a clustered sample), so the est
 statistics the real table will have.
 
 * min/max/NULL count of every Z and additional Z feature that is not a plain column with Delta
-  statistics (timestamps aggregated as epoch microseconds);
+  statistics (timestamp bounds as epoch microseconds of the instant, timestamp_ntz bounds of the wall
+  clock: `optimizer.table.stats.ntz_micros`, never through the session's time zone);
 * the SOP bit of every SOP and additional SOP feature: 1 when some row of the file satisfies it;
 * the exact values of every key column (`listed_columns`: a column a SOP feature lists keys of, as
   join-induced key sets do), where the file holds at most `extended.MAX_KEY_SET` of them. Spark
@@ -15,6 +16,7 @@ statistics the real table will have.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,7 @@ from optimizer.errors import ClusteringError, FeatureError
 from optimizer.features import FeatureSet
 from optimizer.skipping.extended import KEY_TYPES, MAX_KEY_SET, ExtendedStats, ValueRange, encode_value, key_set
 from optimizer.spark_expr import expression_column, predicate_bit, typed_feature
+from optimizer.table.stats import has_minmax, ntz_micros
 from querylog.predicates.normalize import parse_canonical
 from querylog.predicates.tree import column_path
 
@@ -50,10 +53,13 @@ class StatsSpec:
         result: dict[str, Column] = {}
         for i, (expression, type_name) in enumerate(self.ranges):
             value = expression_column(expression)
-            if type_name in ("timestamp", "timestamp_ntz"):
-                value = F.unix_micros(value.cast("timestamp"))
-            result[f"__xmin_{i}"] = F.min(value)
-            result[f"__xmax_{i}"] = F.max(value)
+            low, high = F.min(value), F.max(value)
+            if type_name == "timestamp":  # the instant
+                low, high = F.unix_micros(low), F.unix_micros(high)
+            elif type_name == "timestamp_ntz":  # the wall clock, whatever the session's zone
+                low, high = ntz_micros(low), ntz_micros(high)
+            result[f"__xmin_{i}"] = low
+            result[f"__xmax_{i}"] = high
             result[f"__xnull_{i}"] = F.count(F.lit(1)) - F.count(value)
         for i, predicate in enumerate(self.sop):
             result[f"__sop_{i}"] = F.max(predicate_bit(predicate))
@@ -78,8 +84,9 @@ class StatsSpec:
 
 
 def stats_spec(frame: DataFrame, features: FeatureSet, plain_with_stats: set[str]) -> StatsSpec:
-    """The statistics to keep for `features` on `frame`'s schema. Raises `ClusteringError` naming a
-    feature that is not allowed or that Spark cannot evaluate."""
+    """The statistics to keep for `features` on `frame`'s schema: ranges only of expressions whose type
+    has min/max (`has_minmax`, as Delta's own statistics). Raises `ClusteringError` naming a feature
+    that is not allowed, that Spark cannot evaluate, or a Z feature whose type has no order."""
     expressions = [
         f.expression
         for f in (*features.z, *features.z_add)
@@ -87,12 +94,30 @@ def stats_spec(frame: DataFrame, features: FeatureSet, plain_with_stats: set[str
     ]
     sop = tuple(f.predicate for f in (*features.sop, *features.sop_add))
     types = _types_of(frame, [(e, False) for e in expressions] + [(p, True) for p in sop])
+    _check_orderable(features, dict(zip(expressions, types[: len(expressions)], strict=True)))
+    ranged = [(e, t) for e, t in zip(expressions, types[: len(expressions)], strict=True) if has_minmax(t)]
     schema = {f.name.lower(): (f.name, f.dataType.simpleString()) for f in frame.schema.fields}
     # key sets where queries test keys against lists: IN predicates, and joined features' fact keys
     # (the dimension filters reach the files as key lists, `optimizer.joins`)
     wanted = dict.fromkeys([*listed_columns(sop), *(j.fact_column for j in features.joined)])
     keys = tuple(schema[c] for c in wanted if c in schema and schema[c][1] in KEY_TYPES)
-    return StatsSpec(tuple(zip(expressions, types[: len(expressions)], strict=True)), sop, keys)
+    return StatsSpec(tuple(ranged), sop, keys)
+
+
+# Types Spark cannot sort, wherever they occur in a type's simpleString (a field named so is followed by ":")
+_UNORDERED = re.compile(r"(^|[<,:])(variant($|[>,])|map<)")
+
+
+def _check_orderable(features: FeatureSet, types: Mapping[str, str]) -> None:
+    """Refuse, before any work, a Z feature Spark cannot sort (a VARIANT, a MAP, a struct holding one):
+    the layout orders rows by it. Plain columns with Delta statistics are orderable by definition."""
+    for feature in features.z:
+        type_name = types.get(feature.expression)
+        if type_name is not None and _UNORDERED.search(type_name):
+            raise ClusteringError(
+                f"Z feature {feature.expression!r} is of type {type_name}, which has no order to cluster on; "
+                "cast it to a type that has one (e.g. a number or a string)"
+            )
 
 
 def listed_columns(predicates: Sequence[str]) -> list[str]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from optimizer.skipping.values import NULL, Unknown, constant, literal_family
+from optimizer.skipping.values import NULL, Span, Unknown, constant, literal_family
 from querylog.predicates.tree import rendered
 
 OPS: dict[type[exp.Expr], str] = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
@@ -60,7 +60,7 @@ def value_set(node: exp.Expr) -> ValueSet | None:
             target = node.expression
             kind = literal_family(target)
             value = constant(target, kind)
-            if value is NULL:
+            if value is NULL or isinstance(value, Span):  # an instant that depends on the session's zone
                 return None
             op = OPS[type(node)]
             expression = rendered(node.this)
@@ -75,6 +75,8 @@ def value_set(node: exp.Expr) -> ValueSet | None:
                 return None
             kind = kinds.pop()
             values = [constant(v, kind) for v in node.expressions]
+            if any(isinstance(v, Span) for v in values):
+                return None
             return ValueSet(rendered(node.this), kind, frozenset(v for v in values if v is not NULL))
         if isinstance(node, exp.StartsWith):
             prefix = node.expression.unnest()

@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from optimizer.skipping.filestats import Bounds, FileStats
 from optimizer.skipping.implication import implies
-from optimizer.skipping.values import NULL, Unknown, constant
+from optimizer.skipping.values import NULL, ZONE_META, Span, Unknown, constant
 from querylog.predicates.normalize import FLIPPED, SAFE_PASSES, normalize_conjuncts, parse_canonical, sql
 from querylog.predicates.parse import parse_condition
 from querylog.predicates.tree import column_path, is_constant, rendered
@@ -39,9 +39,12 @@ NEVER = (False, False)  # e.g. a comparison in a file where the value is always 
 
 @dataclass(frozen=True)
 class Predicate:
-    """A query predicate prepared for pruning: its canonical conjuncts."""
+    """A query predicate prepared for pruning: its canonical conjuncts, and the session time zone its
+    offset-less timestamp literals are read in (None: unknown, so each stands for every instant a zone
+    may give it: `values.local_instant`)."""
 
     conjuncts: tuple[exp.Expr, ...]
+    zone: str | None = None
 
     @property
     def sql(self) -> str:
@@ -49,15 +52,21 @@ class Predicate:
 
 
 @lru_cache(maxsize=256)
-def prepare(where: str | None) -> Predicate:
+def prepare(where: str | None, zone: str | None = None) -> Predicate:
     """Parse and normalise a WHERE condition (unqualified column names) with the passes that are
-    equivalences in three-valued logic (`SAFE_PASSES`). Raises `PredicateError`. Memoised: normalising
-    a join-induced key list of hundreds of keys takes a few hundred milliseconds, and a query is often
-    planned more than once (explain, a benchmark's readers); what evaluation caches on the nodes
-    depends on the query alone, so a prepared predicate serves any table and file."""
+    equivalences in three-valued logic (`SAFE_PASSES`); `zone` is the session time zone of the reader
+    that runs it (Spark reads offset-less timestamp literals in it), None when unknown. Raises
+    `PredicateError`. Memoised: normalising a join-induced key list of hundreds of keys takes a few
+    hundred milliseconds, and a query is often planned more than once (explain, a benchmark's readers);
+    what evaluation caches on the nodes depends on the query and zone alone, so a prepared predicate
+    serves any table and file."""
     if where is None or not where.strip():
-        return Predicate(())
-    return Predicate(tuple(normalize_conjuncts(parse_condition(where), passes=SAFE_PASSES)))
+        return Predicate((), zone)
+    conjuncts = tuple(normalize_conjuncts(parse_condition(where), passes=SAFE_PASSES))
+    if zone is not None:
+        for node in (n for conjunct in conjuncts for n in conjunct.walk()):
+            node.meta[ZONE_META] = zone
+    return Predicate(conjuncts, zone)
 
 
 def might_match(predicate: Predicate, stats: FileStats) -> bool:
@@ -163,7 +172,7 @@ def _comparison(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
     if value is NULL or _all_null(bounds, stats.rows) or stats.rows == 0:
         return NEVER
     may_be_true, may_be_false = _compare(kind, bounds, value)
-    if kind is exp.EQ and may_be_true:
+    if kind is exp.EQ and may_be_true and not isinstance(value, Span):
         keys = _key_set(left, stats)
         may_be_true = keys is None or value in keys
     return may_be_true, may_be_false
@@ -176,11 +185,14 @@ def _key_set(expression: exp.Expr, stats: FileStats) -> frozenset[Any] | None:
 
 
 def _compare(kind: type[exp.Expr], b: Bounds, v: Any) -> tuple[bool, bool]:
+    """(may be true, may be false) of ``x <kind> v`` over the file; a `Span` constant may be any value
+    of its span, so each question takes the end of the span that allows the most."""
     low, high, nan = b.low, b.high, b.nan_possible
-    below = low is None or low < v  # some value may be < v
-    at_or_below = low is None or low <= v
-    above = high is None or high > v or nan  # NaN compares greater than every number in Spark
-    at_or_above = high is None or high >= v or nan
+    v_low, v_high = (v.low, v.high) if isinstance(v, Span) else (v, v)
+    below = low is None or low < v_high  # some value may be < v
+    at_or_below = low is None or low <= v_high
+    above = high is None or high > v_low or nan  # NaN compares greater than every number in Spark
+    at_or_above = high is None or high >= v_low or nan
     pinned = low is not None and high is not None and low == high == v and not nan  # every value == v
     if kind is exp.LT:
         return below, at_or_above
@@ -190,7 +202,7 @@ def _compare(kind: type[exp.Expr], b: Bounds, v: Any) -> tuple[bool, bool]:
         return above, at_or_below
     if kind is exp.GTE:
         return at_or_above, below
-    in_range = at_or_below and (high is None or high >= v)
+    in_range = at_or_below and (high is None or high >= v_low)
     if kind is exp.EQ:
         return in_range, not pinned
     return not pinned, in_range  # NEQ
@@ -230,6 +242,8 @@ def _in_values(node: exp.In, target: str) -> tuple[list[Any], bool]:
     key = f"deltaopt.in_values.{target}"
     if key not in node.meta:
         values = [constant(v, target) for v in node.expressions]
+        if any(isinstance(v, Span) for v in values):
+            raise Unknown("a list of timestamps whose instants depend on the session's zone")
         node.meta[key] = (sorted(v for v in values if v is not NULL), any(v is NULL for v in values))
     return node.meta[key]
 

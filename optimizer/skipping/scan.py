@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
-from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 
@@ -66,14 +65,17 @@ def plan_scan(
     columns: Sequence[str] | None = None,
     snapshot: Snapshot | None = None,
     stats: Sequence[FileStats] | None = None,
+    *,
     joins: Sequence[JoinFilter] | JoinPruning = (),
+    zone: str | None = None,
 ) -> ScanPlan:
     """Files a scan of `table` filtered by `predicate` and by the dimension filters of `joins` must
     read, and the bytes it reads. `stats`, when given, come from `table_file_stats` with the versions of
     the same dimensions (`joins` are pinned to their current versions unless they carry one; a caller
-    that plans many scans with the same filters passes a `JoinPruning`, pinned and parsed once)."""
+    that plans many scans with the same filters passes a `JoinPruning`, pinned and parsed once). `zone`
+    is the reading session's time zone, in which offset-less timestamp literals are read (None: unknown)."""
     snapshot = snapshot or table.snapshot()
-    prepared = prepare(predicate)
+    prepared = prepare(predicate, zone)
     joined = joins if isinstance(joins, JoinPruning) else JoinPruning.of(joins)
     stats = stats if stats is not None else table_file_stats(table, snapshot, versions=joined.versions)
     keep = {s.path for s in stats if might_match(prepared, s) and joined.may_join(s)}
@@ -130,11 +132,12 @@ def column_sizes(
 def _footer_sizes(uri: str, path: str, size: int, options: tuple[tuple[str, str], ...]) -> Mapping[str, int] | None:
     from optimizer.table import open_table
     from optimizer.table.footers import metadata_sizes
+    from optimizer.table.paths import open_location
 
     table = open_table(uri, dict(options))
-    fs, root = table.filesystem()
-    try:  # the log's path is URL-encoded; storage has it decoded
-        metadata = pq.ParquetFile(fs.open_input_file(f"{root}/{unquote(path)}")).metadata
+    fs, location = open_location(table, path)  # decoded; under the table, or where an absolute URI points
+    try:
+        metadata = pq.ParquetFile(fs.open_input_file(location)).metadata
     except (OSError, ValueError):
         return None
     return metadata_sizes(metadata)
@@ -161,7 +164,8 @@ def read(
         table = open_table(table)
     snapshot = table.snapshot()
     joined = JoinPruning.of(joins)
-    plan = plan_scan(table, where, None, snapshot, joins=joined)
+    zone = spark.conf.get("spark.sql.session.timeZone", None)  # the zone `where`'s literals are read in
+    plan = plan_scan(table, where, None, snapshot, joins=joined, zone=zone)
     frame = table.read_files(spark, plan.files, snapshot)
     if where is not None and where.strip():
         frame = frame.filter(F.expr(where))

@@ -4,22 +4,32 @@ Pruning compares statistics (Python values decoded from the Delta log or our ind
 constants of a query. A constant is converted only when Spark's comparison would give the same
 answer: numbers with numbers (Spark promotes int/decimal/float, so do Python's exact comparisons),
 dates with dates (a string literal compared with a DATE column is cast to DATE by Spark, and parsed
-the same way here), timestamps with timestamps (literals without an offset are UTC: deltaopt's
-sessions run in UTC), strings with strings. Anything else raises `Unknown`, which makes the caller
-keep the file.
+the same way here), timestamps with timestamps, strings with strings. Anything else raises `Unknown`,
+which makes the caller keep the file.
+
+A timestamp literal without an offset names a wall-clock time in the reading session's zone (Spark's
+``spark.sql.session.timeZone``), which is not always deltaopt's UTC. With the zone known it is that
+instant, or a `Span` of both instants where the zone's clock skips or repeats the time; with the zone
+unknown (a query log's queries, `explain`) it is a `Span` of every instant any zone gives it. A
+timestamp_ntz literal is its wall clock in every zone.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlglot import exp
 
 NUMBER_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "byte", "short", "long", "integer")
 DATE_RE = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*")
+OFFSET_RE = re.compile(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?")
+MAX_OFFSET = dt.timedelta(hours=18)  # java.time.ZoneOffset's range: every session zone's offset lies within
 
 
 class Unknown(Exception):
@@ -31,6 +41,16 @@ class NullValue:
 
 
 NULL = NullValue()
+
+
+@dataclass(frozen=True)
+class Span:
+    """A constant known only to lie in [low, high] (low < high): a timestamp literal without an offset
+    whose instant depends on a session zone that is unknown or skips or repeats that wall-clock time.
+    Pruning asks whether some value of the span may satisfy a comparison; it is never equal to a value."""
+
+    low: Any
+    high: Any
 
 
 def family(type_name: str | None) -> str:
@@ -69,25 +89,65 @@ def parse_date(text: str) -> dt.date:
         raise Unknown(str(err)) from err
 
 
-def parse_timestamp(text: str, with_zone: bool) -> dt.datetime:
+def parse_timestamp(text: str, with_zone: bool, zone: str | None = None) -> dt.datetime | Span:
+    """A TIMESTAMP literal (`with_zone`) as its UTC instant, an offset-less one read in the session zone
+    `zone` (None: unknown, `Span`); a TIMESTAMP_NTZ literal as its naive wall clock."""
     try:
         value = dt.datetime.fromisoformat(text.strip())
     except ValueError as err:
         raise Unknown(f"not a timestamp literal: {text!r}") from err
     if with_zone:
-        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+        return value.astimezone(dt.UTC) if value.tzinfo is not None else local_instant(value, zone)
     if value.tzinfo is not None:
         raise Unknown("a time zone on a TIMESTAMP_NTZ literal")
     return value
 
 
+def local_instant(local: dt.datetime, zone: str | None) -> dt.datetime | Span:
+    """The UTC instant of the wall-clock time `local` in the session zone `zone`. Where the zone skips
+    it (Spark moves it forward by the gap) or repeats it (Spark takes the earlier instant), the span of
+    the zone's two readings; for an unknown or unreadable zone, the span of every offset a zone may have."""
+    tz = _zone(zone)
+    try:
+        if tz is None:
+            utc = local.replace(tzinfo=dt.UTC)
+            return Span(utc - MAX_OFFSET, utc + MAX_OFFSET)
+        first, second = (local.replace(tzinfo=tz, fold=f).astimezone(dt.UTC) for f in (0, 1))
+    except OverflowError as err:  # within a day of the years Python's datetime holds
+        raise Unknown(f"a timestamp at the edge of the representable range: {local}") from err
+    return first if first == second else Span(min(first, second), max(first, second))
+
+
+@lru_cache(maxsize=64)
+def _zone(zone: str | None) -> dt.tzinfo | None:
+    """A Spark session zone id (a region, ``UTC``, ``Z``, ``+05:30``, ``GMT+8``) as a tzinfo; None when
+    unknown or unreadable here (then the literal's instant is taken as unknown, never guessed)."""
+    if zone is None:
+        return None
+    if zone.strip().upper() in ("Z", "UTC", "GMT", "UT"):
+        return dt.UTC
+    match = OFFSET_RE.fullmatch(zone.strip())
+    if match:
+        sign = -1 if match.group(1) == "-" else 1
+        offset = dt.timedelta(hours=int(match.group(2)), minutes=int(match.group(3) or 0))
+        return dt.timezone(sign * offset) if offset <= MAX_OFFSET else None
+    try:
+        return ZoneInfo(zone.strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+ZONE_META = "deltaopt.zone"  # the session zone a prepared predicate's constants were written in
+
+
 def constant(node: exp.Expr, target: str) -> Any:
-    """`node` (a constant expression) as a value of family `target`. Raises `Unknown`. Cached on the
-    node per family: pruning converts the same constant for every file."""
+    """`node` (a constant expression) as a value of family `target`; an offset-less timestamp is read in
+    the zone `pruning.prepare` noted on the node (`ZONE_META`; none: unknown). Raises `Unknown`. Cached
+    on the node per family: pruning converts the same constant for every file."""
     key = f"deltaopt.constant.{target}"
     if key not in node.meta:
         try:
-            node.meta[key] = (_constant(node, target), None)
+            node.meta[key] = (_constant(node, target, node.meta.get(ZONE_META)), None)
         except Unknown as err:
             node.meta[key] = (None, err)
     value, error = node.meta[key]
@@ -96,12 +156,12 @@ def constant(node: exp.Expr, target: str) -> Any:
     return value
 
 
-def _constant(node: exp.Expr, target: str) -> Any:
+def _constant(node: exp.Expr, target: str, zone: str | None) -> Any:
     node = node.unnest()
     if isinstance(node, exp.Null):
         return NULL
     if isinstance(node, exp.Neg):
-        value = _constant(node.this, target)
+        value = _constant(node.this, target, zone)
         if isinstance(value, Decimal):
             return -value
         raise Unknown("negation of a non-number")
@@ -114,13 +174,13 @@ def _constant(node: exp.Expr, target: str) -> Any:
         if cast_to != target or not isinstance(node.this.unnest(), exp.Literal):
             raise Unknown("cast to another type family")
         inner = node.this.unnest()
-        return _from_literal(inner.this, inner.is_string, target)
+        return _from_literal(inner.this, inner.is_string, target, zone)
     if isinstance(node, exp.Literal):
-        return _from_literal(node.this, node.is_string, target)
+        return _from_literal(node.this, node.is_string, target, zone)
     raise Unknown(f"not a constant pruning understands: {type(node).__name__}")
 
 
-def _from_literal(text: str, is_string: bool, target: str) -> Any:
+def _from_literal(text: str, is_string: bool, target: str, zone: str | None) -> Any:
     if target == "number":
         if is_string:
             raise Unknown("string compared with a number (Spark's coercion differs by version)")
@@ -138,7 +198,7 @@ def _from_literal(text: str, is_string: bool, target: str) -> Any:
     if target == "date":
         return parse_date(text)
     if target == "timestamp":
-        return parse_timestamp(text, with_zone=True)
+        return parse_timestamp(text, with_zone=True, zone=zone)
     if target == "timestamp_ntz":
         return parse_timestamp(text, with_zone=False)
     raise Unknown(f"cannot compare with values of family {target}")

@@ -96,9 +96,18 @@ class Commit:
         if ours is None:  # committed through Delta's transaction: a commitInfo tag holding JSON
             tags = self.metadata.get("tags")
             ours = _json_object(tags.get(CUSTOM_METADATA_KEY)) if isinstance(tags, Mapping) else None
-        if ours is None:  # committed by Delta's own OPTIMIZE: the user metadata deltaopt set for it
+        if ours is None and self._by_delta_optimize:  # the user metadata deltaopt set for Delta's OPTIMIZE
             ours = (_json_object(self.metadata.get("userMetadata")) or {}).get(CUSTOM_METADATA_KEY)
         return ours if isinstance(ours, Mapping) else {}
+
+    @property
+    def _by_delta_optimize(self) -> bool:
+        """Whether this is a commit of Delta's own OPTIMIZE command (not its auto compaction), the only
+        commit whose user metadata deltaopt sets. The setting is the session's
+        (`optimizer.table.delta_sql`), so any commit the session makes meanwhile carries it too, another
+        table's ``SET TBLPROPERTIES`` among them: such a commit is not the run's OPTIMIZE."""
+        auto = str(self.operation_parameters.get("auto", "false")).lower() == "true"
+        return self.operation == "OPTIMIZE" and not auto
 
     @property
     def is_deltaopt_optimize(self) -> bool:
@@ -177,6 +186,7 @@ class TableAccess(Protocol):
         extra_aggregates: Mapping[str, Column] | None = None,
         extended_stats: StatsCallback | None = None,
         options: Mapping[str, str] | None = None,
+        replacing: Sequence[DataFile] = (),  # a rewrite's files: their zone-less timestamp partition values stay
     ) -> list[StagedFile]: ...
 
     def create(

@@ -6,15 +6,20 @@ commit file unless it exists" atomic for *every* writer:
 
 * local and HDFS file systems, Azure (ADLS Gen2 / Blob), Google Cloud Storage: atomic
   rename-if-absent or conditional put (``If-None-Match`` / ``ifGenerationMatch``), built in;
-* AWS S3: no such primitive unless configured. Safe: ``AWS_S3_LOCKING_PROVIDER=dynamodb`` with a lock
-  table (``DELTA_DYNAMO_TABLE_NAME``, default ``delta_log``) that every writer uses (Delta-Spark's
-  ``S3DynamoDBLogStore`` reads the same table), or ``AWS_CONDITIONAL_PUT=etag`` (S3 conditional
-  writes, or S3-compatible stores that support them) where every writer uses it. Unsafe:
-  ``AWS_S3_ALLOW_UNSAFE_RENAME=true``, which lets two writers overwrite each other's commit.
+* AWS S3 through delta-rs 1.6 (deltalake pinned ``>=1.6.6,<1.7``): every commit is a conditional put
+  (``If-None-Match``), atomic where the store honours it and against writers that use it too. Safe:
+  ``AWS_CONDITIONAL_PUT=etag``, the operator's word that every writer uses conditional writes (or
+  ``dynamo:<table>``, object_store's DynamoDB commit, where every writer uses that table). Refused:
+  ``AWS_S3_LOCKING_PROVIDER=dynamodb``, which delta-rs 1.6 no longer acts on (it logs "delta-rs no
+  longer supports S3DynamoDBLogStores" and commits without the lock table, so Delta-Spark writers
+  that use the table through ``S3DynamoDBLogStore`` are not coordinated with it); and
+  ``AWS_S3_ALLOW_UNSAFE_RENAME=true``, the setting that once let writers overwrite each other's commits.
 
-Settings come from the table's storage options, else the environment (as delta-rs reads them).
-`check_commit_safety` returns how commits are coordinated, or raises `UnsafeStoreError` naming the
-setting. `deploy/OPERATIONS.md` says the same per store.
+Settings are read as delta-rs reads them: ``AWS_S3_*`` keys from the storage options as written or in
+lower case, else the environment variable (``str_option``); object-store keys such as
+``AWS_CONDITIONAL_PUT`` / ``conditional_put`` in any case, the storage options' before the
+environment's (``with_env_s3``). `check_commit_safety` returns how commits are coordinated, or raises
+`UnsafeStoreError` naming the setting. `deploy/OPERATIONS.md` says the same per store.
 """
 
 from __future__ import annotations
@@ -42,9 +47,11 @@ SAFE_SCHEMES = {
     "gcs": "GCS preconditions (ifGenerationMatch)",
 }
 FIX = (
-    "set AWS_S3_LOCKING_PROVIDER=dynamodb with a DynamoDB lock table (DELTA_DYNAMO_TABLE_NAME) that every "
-    "writer of the table uses, or AWS_CONDITIONAL_PUT=etag where every writer uses conditional writes"
+    "set AWS_CONDITIONAL_PUT=etag if every writer of the table uses S3 conditional writes, or commit through "
+    "Delta on Spark (spark.commit: delta-spark) with spark.delta.logStore.s3a.impl=io.delta.storage."
+    "S3DynamoDBLogStore and the lock table every writer uses"
 )
+CONDITIONAL_PUT_KEYS = frozenset({"aws_conditional_put", "conditional_put"})
 
 
 class UnsafeStoreError(TableAccessError):
@@ -63,17 +70,39 @@ def check_commit_safety(
             f"{uri}: deltaopt does not know whether concurrent commits are atomic on '{scheme}://' stores; "
             "nothing was committed"
         )
-    settings = {k.upper(): v for k, v in (environ if environ is not None else os.environ).items()}
-    settings.update({k.upper(): v for k, v in (storage_options or {}).items()})
-    if settings.get("AWS_S3_ALLOW_UNSAFE_RENAME", "").strip().lower() == "true":
+    environ = os.environ if environ is None else environ
+    options = storage_options or {}
+    if (_delta_rs_key(options, environ, "AWS_S3_ALLOW_UNSAFE_RENAME") or "").strip().lower() == "true":
         raise UnsafeStoreError(
-            f"{uri}: AWS_S3_ALLOW_UNSAFE_RENAME=true lets concurrent writers overwrite each other's commits, "
-            f"which can lose or duplicate rows; remove it and {FIX}"
+            f"{uri}: AWS_S3_ALLOW_UNSAFE_RENAME=true declares commits that need not be atomic (it let concurrent "
+            f"writers overwrite each other's commits, losing or duplicating rows); remove it and {FIX}"
         )
-    if settings.get("AWS_S3_LOCKING_PROVIDER", "").strip().lower() == "dynamodb":
-        table = settings.get("DELTA_DYNAMO_TABLE_NAME", "delta_log")
-        return f"DynamoDB lock table '{table}' (every writer must use it)"
-    conditional = settings.get("AWS_CONDITIONAL_PUT", settings.get("CONDITIONAL_PUT", "")).strip().lower()
+    if (_delta_rs_key(options, environ, "AWS_S3_LOCKING_PROVIDER") or "").strip().lower() == "dynamodb":
+        raise UnsafeStoreError(
+            f"{uri}: AWS_S3_LOCKING_PROVIDER=dynamodb has no effect in delta-rs 1.6 (it no longer has a DynamoDB "
+            "log store): its commits would not take the lock table's entries, so writers that use the table "
+            f"(Delta-Spark's S3DynamoDBLogStore) could overwrite them; remove it and {FIX}; nothing was committed"
+        )
+    conditional = (_object_store_key(options, environ, CONDITIONAL_PUT_KEYS) or "").strip().lower()
     if conditional == "etag" or conditional.startswith("dynamo:"):
         return f"S3 conditional put ({conditional}; every writer must use it)"
-    raise UnsafeStoreError(f"{uri}: no commit coordination is configured for S3; {FIX}")
+    raise UnsafeStoreError(f"{uri}: no commit coordination is configured for S3; {FIX}; nothing was committed")
+
+
+def _delta_rs_key(options: Mapping[str, str], environ: Mapping[str, str], key: str) -> str | None:
+    """A delta-rs setting as its ``str_option`` reads it: the option as written, else in lower case, else
+    the environment variable as written."""
+    for candidate in (key, key.lower()):
+        if candidate in options:
+            return options[candidate]
+    return environ.get(key)
+
+
+def _object_store_key(options: Mapping[str, str], environ: Mapping[str, str], aliases: frozenset[str]) -> str | None:
+    """An object-store setting as delta-rs merges it (``with_env_s3``): any case and alias, the storage
+    options' before the environment's."""
+    for source in (options, environ):
+        for key, value in source.items():
+            if key.lower() in aliases:
+                return value
+    return None

@@ -6,12 +6,15 @@ deltaopt lets Delta do what Delta's own OPTIMIZE does (delta-io/delta ``Optimize
 
 * **read** a set of files with ``DeltaLog.createDataFrame(snapshot, files)``: deletion vectors applied,
   logical column names, widened types; for a rewrite ``RowTracking.preserveRowTrackingColumns`` adds
-  each row's row id and row commit version as the table's materialised columns;
+  each row's row id and row commit version as the table's materialised columns (only while row
+  tracking is enabled: supported but disabled, it adds nothing, and Delta's OPTIMIZE keeps no ids);
 * **write** a frame with ``OptimisticTransaction.writeFiles(frame, options, isOptimize=true)``: physical
   names and field ids, materialised row-tracking columns, Delta's statistics keyed as Delta keys them.
 
 Databricks Runtime ships the same classes under ``com.databricks.sql.transaction.tahoe``; both
-prefixes are looked up. Spark Connect sessions have no JVM gateway and so no Delta engine here.
+prefixes are looked up. Members whose shape differs between Delta releases are called as the JVM's own
+classes say (`optimizer.table.delta_adapter`, probed once per JVM when the engine is first built).
+Spark Connect sessions have no JVM gateway and so no Delta engine here.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from optimizer import errors
+from optimizer.table.delta_adapter import DeltaShapes, shapes_for
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -121,15 +125,28 @@ class DeltaEngine:
         self.package = package
         self.delta = jvm_package(self.jvm, package)
         self.none = self.jvm.scala.Option.empty()
+        self.shapes: DeltaShapes = shapes_for(spark, package)  # an unknown Delta: refused here, before any work
 
     def log(self) -> Any:
         return self.delta.DeltaLog.forTable(self.spark._jsparkSession, self.uri)
 
     def snapshot(self, version: int) -> Any:
-        return self.log().getSnapshotAt(version, self.none, self.none)
+        return self.shapes.snapshot_at(self.log(), version, self.none)
 
     def latest(self) -> Any:
-        return self.log().update(False, self.none, self.none)
+        return self.shapes.update(self.log(), self.none)
+
+    def add_file(self, *fields: Any) -> Any:
+        """Delta's ``AddFile`` from the 11 fields every supported release has (path, partitionValues, size,
+        modificationTime, dataChange, stats, tags, deletionVector, baseRowId, defaultRowCommitVersion,
+        clusteringProvider); fields a later release added are None."""
+        return self.shapes.add_file(self.delta, self.none, fields)
+
+    def optimize_operation(self, z_order_by: Sequence[str], cluster_by: Sequence[str] | None) -> Any:
+        """Delta's ``DeltaOperations.Optimize`` for a manual OPTIMIZE without predicate (history's entry)."""
+        clustered = self.jvm.scala.Some(scala_seq(self.jvm, list(cluster_by))) if cluster_by else self.none
+        zorder = scala_seq(self.jvm, list(z_order_by))
+        return self.shapes.optimize(self.delta, self.none, scala_seq(self.jvm, []), zorder, clustered)
 
     def add_files(self, snapshot: Any, files: Sequence[DataFile]) -> list[Any]:
         """The snapshot's own AddFile actions for `files` (matched on the log's path and the size), in

@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from optimizer import errors
 from optimizer.table.access import StagedFile, StatsCallback
-from optimizer.table.delta_engine import DeltaEngine
+from optimizer.table.delta_engine import DeltaEngine, python_list, scala_map
+from optimizer.table.staging import KeptSpellings, directory_values, local_time, spelled
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -36,17 +38,22 @@ def stage_with_delta(
     extra_aggregates: Mapping[str, Column] | None,
     extended_stats: StatsCallback | None,
     options: Mapping[str, str] | None,
+    kept: KeptSpellings | None = None,
 ) -> list[StagedFile]:
     """Write `df` with Delta's writer at `snapshot`'s version; per file Delta's statistics plus
-    deltaopt's extended ones. On any failure the written files are deleted."""
+    deltaopt's extended ones; timestamp partition values the replaced files spell without a zone keep
+    that spelling (`kept`, logical names). On any failure the written files are deleted."""
     features = snapshot.features
     if features.row_tracking:
         _check_row_tracking_columns(df, snapshot.configuration, table.uri)
     engine = DeltaEngine(spark, table.spark_uri("").rstrip("/"))
     at = engine.snapshot(snapshot.version)
+    zone = spark.conf.get("spark.sql.session.timeZone")  # Delta's writer names timestamp directories in it
     actions = engine.write(df, at, options)
     staged = [_staged(a, features.logical_names) for a in actions]
     try:
+        actions = _exact_timestamps(engine, actions, snapshot, str(zone), kept or {})
+        staged = [_staged(a, features.logical_names) for a in actions]
         rows = _aggregate(engine, at, actions, extra_aggregates)
         result = []
         for f in staged:
@@ -67,7 +74,9 @@ def stage_with_delta(
 
 
 def _check_row_tracking_columns(df: DataFrame, configuration: Mapping[str, str | None], uri: str) -> None:
-    """Row ids survive only if every row carries them into Delta's writer (read `for_rewrite`)."""
+    """With row tracking enabled, row ids survive only if every row carries them into Delta's writer
+    (read `for_rewrite`). Supported but disabled, Delta keeps none (its OPTIMIZE neither), so nothing is
+    asked of the rows then (`TableFeatures.row_tracking`)."""
     from optimizer.table.protocol import ROW_ID_COLUMN, ROW_VERSION_COLUMN
 
     wanted = [configuration.get(ROW_ID_COLUMN), configuration.get(ROW_VERSION_COLUMN)]
@@ -91,6 +100,69 @@ def _staged(action: Any, logical_names: Mapping[str, str]) -> StagedFile:
     )
 
 
+def _exact_timestamps(
+    engine: DeltaEngine, actions: list[Any], snapshot: Snapshot, zone_name: str, kept: KeptSpellings
+) -> list[Any]:
+    """Delta's AddFile actions, each timestamp partition value the exact instant in Delta's UTC ISO form,
+    or the zone-less spelling the replaced files hold for it (`kept`, logical names).
+
+    Delta's writer names a partition directory by the value's local time in the session's zone and
+    derives the log's value from that name, parsing it in the JVM's default zone (Delta 4.0.1's
+    ``DelayedCommitProtocol.parsePartitions``; Delta 4.1 parses it in the session's, delta-io/delta#5599):
+    in a session whose zone is not the JVM's, every value would be off by the difference. The
+    directory read in the session's zone names the instant, whichever Delta wrote it (with
+    ``write.utcTimestampPartitionValues`` off it logs the directory's local time: the same instant)."""
+    from pyspark.sql.types import TimestampType
+
+    schema, physical = snapshot.spark_schema(), snapshot.features.physical_names
+    timestamps = {
+        physical.get(c, c) for c in snapshot.partition_columns if isinstance(schema[c].dataType, TimestampType)
+    }
+    if not timestamps:
+        return actions
+    kept = {physical.get(c, c): spellings for c, spellings in kept.items()}  # actions name physical columns
+    zone = engine.jvm.org.apache.spark.sql.catalyst.util.DateTimeUtils.getZoneId(zone_name)  # Spark's own lookup
+    exact = []
+    for action in actions:
+        logged = {str(k): (None if v is None else str(v)) for k, v in _items(action.partitionValues())}
+        directories = directory_values(unquote(str(action.path())))
+        values = dict(logged)
+        for k, v in logged.items():
+            directory = directories.get(k)
+            # no directory names it (a random prefix): Delta's value; the job's row check then judges it
+            if k in timestamps and v is not None and directory is not None:
+                values[k] = spelled(k, _instant(engine, zone, zone_name, directory), kept)
+        exact.append(action if values == logged else _with_partition_values(engine, action, values))
+    return exact
+
+
+def _instant(engine: DeltaEngine, zone: Any, zone_name: str, directory: str) -> datetime:
+    """The instant a timestamp partition directory names in the session's `zone` (Java's; `zone_name`
+    its name). A local time the zone repeats (or skips) names no single instant: refused, nothing is
+    committed."""
+    local = local_time(directory)
+    wall = engine.jvm.java.time.LocalDateTime.of(
+        local.year, local.month, local.day, local.hour, local.minute, local.second, local.microsecond * 1000
+    )
+    offsets = [int(o.getTotalSeconds()) for o in python_list(zone.getRules().getValidOffsets(wall))]
+    if len(offsets) != 1:
+        raise errors.RewriteValidationError(
+            f"timestamp partition value {directory!r} is not one instant in the session time zone {zone_name} "
+            "(a repeated or skipped hour), where Delta's writer names partition directories; optimise in a "
+            "session with spark.sql.session.timeZone=UTC; nothing was committed"
+        )
+    return (local - timedelta(seconds=offsets[0])).replace(tzinfo=UTC)
+
+
+def _with_partition_values(engine: DeltaEngine, action: Any, values: Mapping[str, str | None]) -> Any:
+    """`action` (Delta's AddFile) with other partition values, everything else as Delta wrote it."""
+    a = action
+    return engine.add_file(
+        a.path(), scala_map(engine.jvm, values), a.size(), a.modificationTime(), a.dataChange(), a.stats(),
+        a.tags(), a.deletionVector(), a.baseRowId(), a.defaultRowCommitVersion(), a.clusteringProvider(),
+    )  # fmt: skip
+
+
 def _items(scala_map: Any) -> list[tuple[Any, Any]]:
     items = []
     it = scala_map.iterator()
@@ -112,9 +184,11 @@ def _aggregate(
     """Per written file (by name): ``__rows`` and every `extra` aggregate, over the rows Delta reads."""
     from pyspark.sql import functions as F
 
+    from optimizer.table.stats import file_path
+
     frame = engine.read(snapshot, actions)
     aggregates = [F.count(F.lit(1)).alias("__rows")] + [a.alias(n) for n, a in (extra or {}).items()]
-    grouped = frame.groupBy(F.col("_metadata.file_path").alias("__file")).agg(*aggregates)
+    grouped = frame.groupBy(file_path(frame).alias("__file")).agg(*aggregates)  # a `_metadata` column: no matter
     return {_name(row["__file"]): row.asDict() for row in grouped.collect()}
 
 

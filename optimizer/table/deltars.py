@@ -1,37 +1,39 @@
-"""`TableAccess` on delta-rs (the Delta log) and Spark (Parquet data).
+"""`TableAccess` on delta-rs (the Delta log) and Spark (Parquet data): reading, staging, storage.
 
 The log is only ever read and written through `deltalake`; Spark reads and writes the Parquet files.
-Layout rewrites follow the conflict rule of docs/ARCHITECTURE.md (contract 4): commit with
-``max_commit_retries=0`` against the exact version the rewrite was planned on; on conflict reload,
-check that every file it removes is still active (same path and size) and only then try again at the
-new version. A rewrite whose files a
-concurrent commit removed gives up with `CommitConflictError`, deletes what it staged, and commits
-nothing, so racing rewrites can neither duplicate nor lose rows.
+What is committed, and how racing commits are settled, is `optimizer.table.deltars_commit` (the
+delta-rs commit protocol: rewrites, appends, the first commit, property changes).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
-from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from optimizer import errors
-from optimizer.table.access import CUSTOM_METADATA_KEY, Commit, DataFile, Snapshot, StagedFile, StatsCallback
+from optimizer.table import deltars_commit
+from optimizer.table.access import Commit, DataFile, Snapshot, StagedFile, StatsCallback
 from optimizer.table.commit_safety import check_commit_safety
 from optimizer.table.delta_writer import stage_with_delta
-from optimizer.table.deltars_log import commit_entry, data_files, table_features_of
+from optimizer.table.deltars_commit import REWRITE_ATTEMPTS
+from optimizer.table.deltars_log import commit_entry, data_files, rewrite_spellings, table_features_of
 from optimizer.table.footer_stats import FOOTER_ROWS, footer_indices, footer_stats
+from optimizer.table.paths import is_absolute
 from optimizer.table.reading import read_rows
-from optimizer.table.rewrite import check_rewrite, check_staged, outcome_after_failure
-from optimizer.table.staging import absolute_local, check_schema, partition_values, row_for
+from optimizer.table.staging import (
+    DIRECTORY_TIME_ZONE,
+    absolute_local,
+    check_schema,
+    partition_values,
+    row_for,
+    session_zone,
+)
 from optimizer.table.stats import StatsColumn, collect_file_stats, data_columns, delta_stats_json, stats_columns
 from optimizer.table.storage import arrow_filesystem
 
@@ -41,11 +43,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REWRITE_ATTEMPTS = 5
+__all__ = ["REWRITE_ATTEMPTS", "DeltaRsTable"]
 
 
 def _is_uri(path: str) -> bool:
-    return "://" in path
+    """Not under the table: ``s3://b/k``, or ``file:/x`` (one slash) as a shallow clone names its source's files."""
+    return is_absolute(path)
 
 
 class DeltaRsTable:
@@ -67,6 +70,10 @@ class DeltaRsTable:
             raise errors.TableNotFoundError(f"no Delta table at {self.uri}") from err
         except (DeltaError, OSError, ValueError) as err:
             raise errors.TableAccessError(f"cannot read Delta table at {self.uri} (version {version}): {err}") from err
+
+    def delta_table(self, version: int | None = None) -> DeltaTable:
+        """The log at `version` (None: the latest) through delta-rs; deltaopt's errors when it cannot be read."""
+        return self._open(version)
 
     def exists(self) -> bool:
         try:
@@ -130,15 +137,19 @@ class DeltaRsTable:
         extra_aggregates: Mapping[str, Column] | None = None,
         extended_stats: StatsCallback | None = None,
         options: Mapping[str, str] | None = None,
+        replacing: Sequence[DataFile] = (),
     ) -> list[StagedFile]:
         """Write `df` as Parquet under ``<table>/<purpose>-<uuid>/`` and compute each file's statistics.
 
         Nothing is committed. `extra_aggregates` are evaluated per file in the statistics pass and handed
         to `extended_stats(path, row)`, whose mapping is stored under the stats key ``"deltaopt"``.
         `options` go to Spark's Parquet writer (codec, row-group size: `optimizer.table.output`).
-        Raises `RewriteValidationError` when `df` does not have the table's schema.
+        A rewrite names the files it replaces (`replacing`): zone-less timestamp partition values they hold
+        are kept (`rewrite_spellings`). Raises `RewriteValidationError` when `df` does not have the table's
+        schema, or (before writing) when no spelling keeps the replaced files' partition values.
         """
         schema = snapshot.spark_schema()
+        kept = rewrite_spellings(lambda: self._open(snapshot.version), replacing, snapshot, session_zone(spark))
         if snapshot.features.needs_delta_writer:  # physical names, materialised row tracking: Delta writes
             return stage_with_delta(
                 spark,
@@ -148,36 +159,42 @@ class DeltaRsTable:
                 extra_aggregates=extra_aggregates,
                 extended_stats=extended_stats,
                 options=options,
+                kept=kept,
             )
         check_schema(df.schema, schema, self.uri)
         directory = f"{purpose}-{uuid.uuid4().hex[:16]}"
-        writer = df.select(*[f"`{n}`" for n in schema.names]).write.mode("error")  # Connect knows this spelling
-        if options:
-            writer = writer.options(**options)
-        if snapshot.partition_columns:
-            writer = writer.partitionBy(*snapshot.partition_columns)
+        stored = data_columns(schema, snapshot.partition_columns)
+        columns = stats_columns(stored, snapshot.configuration)
         try:
-            writer.parquet(self.spark_uri(directory))
+            self._write_parquet(df, snapshot, directory, options)
             listed = self._list_parquet(directory)
-            stored = data_columns(schema, snapshot.partition_columns)
-            columns = stats_columns(stored, snapshot.configuration)
             rows = self._file_stats(spark, listed, stored, columns, extra_aggregates)
         except Exception:
             self._remove_directory(directory)  # nothing references what this attempt wrote
             raise
-        staged = []
-        for path, size in listed.items():
-            row = rows[path]
-            extra = {"deltaopt": dict(extended_stats(path, row))} if extended_stats else None
-            staged.append(
-                StagedFile(
-                    path=path,
-                    size=size,
-                    stats_json=delta_stats_json(row, columns, extra),
-                    partition_values=partition_values(path, directory, snapshot.partition_columns),
-                )
+        return [
+            StagedFile(
+                path=path,
+                size=size,
+                stats_json=delta_stats_json(rows[path], columns, _extended(extended_stats, path, rows[path])),
+                partition_values=partition_values(path, directory, snapshot.partition_columns, schema, kept),
             )
-        return staged
+            for path, size in listed.items()
+        ]
+
+    def _write_parquet(
+        self, df: DataFrame, snapshot: Snapshot, directory: str, options: Mapping[str, str] | None
+    ) -> None:
+        """Spark's Parquet writer into `directory`, columns in the table's order, partitioned as the table,
+        timestamp partition directories named in `DIRECTORY_TIME_ZONE` (one instant each)."""
+        names = snapshot.spark_schema().names
+        writer = df.select(*[f"`{n}`" for n in names]).write.mode("error")  # Connect knows this spelling
+        writer = writer.option("timeZone", DIRECTORY_TIME_ZONE)
+        if options:
+            writer = writer.options(**options)
+        if snapshot.partition_columns:
+            writer = writer.partitionBy(*snapshot.partition_columns)
+        writer.parquet(self.spark_uri(directory))
 
     def _file_stats(
         self,
@@ -219,44 +236,18 @@ class DeltaRsTable:
         if self.exists():
             raise errors.TableAccessError(f"a Delta table already exists at {self.uri}")
         self.commit_safety()
-        arrow = to_arrow_schema(df.schema)
-        schema_json = Schema.from_arrow(arrow).to_json()
+        schema_json = Schema.from_arrow(to_arrow_schema(df.schema)).to_json()
         draft = Snapshot(self.uri, -1, schema_json, tuple(partition_by), (), dict(configuration or {}))
-        staged = self.stage(spark, df, draft, "data")
-        try:
-            create_table_with_add_actions(
-                self.uri,
-                Schema.from_json(schema_json),
-                [_add_action(f, data_change=True) for f in staged],
-                mode="error",
-                partition_by=list(partition_by) or None,
-                configuration=dict(configuration or {}),
-                storage_options=self.storage_options or None,
-                commit_properties=CommitProperties(custom_metadata=_custom(metadata)),
-            )
-        except (DeltaError, OSError, ValueError) as err:
-            self.discard(staged)
-            raise errors.TableAccessError(f"cannot create Delta table at {self.uri}: {err}") from err
+        deltars_commit.create(self, draft, self.stage(spark, df, draft, "data"), metadata)
         return self.snapshot()
 
     def append(
         self, staged: Sequence[StagedFile], snapshot: Snapshot, metadata: Mapping[str, Any] | None = None
     ) -> int:
-        """Commit `staged` as new data (``dataChange=true``); blind appends retry on conflicts."""
-        self.commit_safety()
-        check_staged(self, staged)
-        table = self._open()
-        try:
-            table.create_write_transaction(
-                [_add_action(f, data_change=True) for f in staged],
-                mode="append",
-                schema=table.schema(),
-                partition_by=list(snapshot.partition_columns) or None,
-                commit_properties=CommitProperties(custom_metadata=_custom(metadata), max_commit_retries=10),
-            )
-        except (DeltaError, OSError, ValueError) as err:
-            raise errors.TableAccessError(f"append to {self.uri} failed: {err}") from err
-        return self._open().version()
+        """Commit `staged` as new data (``dataChange=true``); blind appends retry on conflicts. delta-rs
+        checks only commits after the version it opens, so the table must first be the shape the files
+        were staged for at `snapshot` (`check_retry_basis`; else `CommitConflictError`, files deleted)."""
+        return deltars_commit.append(self, staged, snapshot, metadata)
 
     def rewrite(
         self,
@@ -269,90 +260,21 @@ class DeltaRsTable:
     ) -> int:
         """Atomically replace `remove` with `add` (``dataChange=false``), planned at `read_version`.
 
-        Returns the committed version. Raises `RewriteValidationError` before committing anything if an
-        added file is missing or a removed file is not active at `read_version`, and `CommitConflictError`
-        when a concurrent commit removed one of `remove` (what was staged is then deleted).
-        `before_commit(version)` runs right before each commit attempt (tests use it to race).
+        Returns the committed version: the run's own (found in the log by the run id in `metadata`) when
+        an attempt reported a failure or a conflict after it landed. Raises `RewriteValidationError`
+        before committing anything if an added file is missing or a removed file is not active at
+        `read_version`, `UnsupportedTableError` if the table at `read_version` is one delta-rs cannot
+        rewrite, `CommitConflictError` when a concurrent commit removed one of `remove` or changed the
+        table (`RetryBasis`), and `TableAccessError` when the table cannot be read; what was staged is
+        then deleted. When the log cannot say whether an attempt landed, `CommitOutcomeUnknownError`
+        keeps every file. `before_commit(version)` runs right before each commit attempt (tests race it).
+        The protocol is `optimizer.table.deltars_commit`'s.
         """
-        check_rewrite(self, remove, add)
-        self.commit_safety()
-        version = read_version
-        for _attempt in range(REWRITE_ATTEMPTS):
-            table = self._open(version)
-            active = self._still_active(table, remove, add, version == read_version, read_version)
-            actions: list[AddAction | RemoveAction] = [_add_action(f, data_change=False) for f in add]
-            now = int(time.time() * 1000)
-            actions += [RemoveAction(f.path, False, now, f.size, dict(active[f.path].partition_values)) for f in remove]
-            if before_commit is not None:
-                before_commit(version)
-            committed, latest = self._commit_once(table, actions, metadata, add)
-            if committed:
-                return latest
-            log.info("rewrite of %s planned at v%d lost a race (now v%d); re-checking", self.uri, version, latest)
-            version = latest
-        self.discard(add)
-        raise errors.CommitConflictError(
-            f"{self.uri} kept changing: gave up after {REWRITE_ATTEMPTS} attempts; nothing was committed"
-        )
-
-    def _still_active(
-        self, table: DeltaTable, remove: Sequence[DataFile], add: Sequence[StagedFile], first: bool, read_version: int
-    ) -> dict[str, DataFile]:
-        """The active files of `table`, when every file to remove is still one of them (same size);
-        otherwise the staged files are deleted and the rewrite refused: invalid on the first attempt,
-        a lost race after a concurrent commit removed them."""
-        active = {f.path: f for f in data_files(table)}
-        gone = [f.path for f in remove if f.path not in active or active[f.path].size != f.size]
-        if not gone:
-            return active
-        self.discard(add)
-        if first:
-            raise errors.RewriteValidationError(
-                f"files to remove are not active in {self.uri} at version {read_version}: {gone[:5]}"
-            )
-        raise errors.CommitConflictError(
-            f"a concurrent commit removed {len(gone)} of the files this rewrite replaces "
-            f"(e.g. {gone[0]}); nothing was committed"
-        )
-
-    def _commit_once(
-        self,
-        table: DeltaTable,
-        actions: list[AddAction | RemoveAction],
-        metadata: Mapping[str, Any] | None,
-        add: Sequence[StagedFile],
-    ) -> tuple[bool, int]:
-        """One commit attempt with no automatic retries: (True, the version it committed), or (False, the
-        table's latest version) when a concurrent commit won and the caller re-checks. Any other failure
-        is settled by the log (`outcome_after_failure`): a commit that landed before the failure is
-        returned, one that did not deletes what was staged."""
-        read_version = table.version()
-        try:
-            table.create_write_transaction(
-                actions,
-                mode="append",
-                schema=table.schema(),
-                partition_by=list(table.metadata().partition_columns) or None,
-                commit_properties=CommitProperties(custom_metadata=_custom(metadata), max_commit_retries=0),
-            )
-        except CommitFailedError:
-            return False, self._open().version()
-        except (DeltaError, OSError, ValueError) as err:
-            landed_at = outcome_after_failure(self, (metadata or {}).get("runId"), read_version, err)
-            if landed_at is not None:
-                return True, landed_at
-            self.discard(add)
-            raise errors.TableAccessError(f"rewrite of {self.uri} failed: {err}") from err
-        return True, read_version + 1
+        return deltars_commit.rewrite(self, read_version, remove, add, metadata, before_commit=before_commit)
 
     def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> None:
         """Set table properties in one commit (Delta's SET TBLPROPERTIES)."""
-        try:
-            self._open().alter.set_table_properties(
-                dict(properties), commit_properties=CommitProperties(custom_metadata=_custom(metadata))
-            )
-        except (DeltaError, OSError, ValueError) as err:
-            raise errors.TableAccessError(f"cannot set table properties of {self.uri}: {err}") from err
+        deltars_commit.set_properties(self, properties, metadata)
 
     # ---- storage -------------------------------------------------------------------------------
 
@@ -396,12 +318,6 @@ class DeltaRsTable:
                 self._remove_directory(directory)
 
 
-def _add_action(f: StagedFile, data_change: bool) -> AddAction:
-    return AddAction(f.path, f.size, dict(f.partition_values), int(time.time() * 1000), data_change, f.stats_json)
-
-
-def _custom(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """Our commit metadata travels under one key so it never collides with commitInfo fields."""
-    if not metadata:
-        return None
-    return {CUSTOM_METADATA_KEY: json.loads(json.dumps(metadata, default=str))}
+def _extended(extended_stats: StatsCallback | None, path: str, row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The extended statistics of one written file, under the stats key ``"deltaopt"`` (None: none asked)."""
+    return {"deltaopt": dict(extended_stats(path, row))} if extended_stats else None

@@ -20,7 +20,9 @@ vector descriptors (``removeWithTimestamp``).
 Delta retries internally past commits that do not conflict (appends: a ``dataChange=false`` commit runs
 at snapshot isolation) and throws a ``ConcurrentModificationException`` when one does. As Delta's
 ``commitAndRetry``, the rewrite then tries again on the latest version while every file it replaces is
-still active with the same deletion vector (a bounded number of times); otherwise it gives up with
+still active with the same deletion vector and the table is still the one it was planned on (protocol,
+schema, partitioning, properties that change how files are read or written, liquid clustering:
+`optimizer.table.rewrite.RetryBasis`), a bounded number of times; otherwise it gives up with
 `CommitConflictError`. Once a commit attempt may have landed, the outcome is read from the log (the run
 id in the commit's tag) and no file it might reference is deleted (`optimizer.table.rewrite`).
 """
@@ -37,6 +39,7 @@ from sqlglot import exp
 
 from optimizer import errors
 from optimizer.table.access import CUSTOM_METADATA_KEY, StagedFile
+from optimizer.table.delta_adapter import shapes_for
 from optimizer.table.delta_engine import (
     DeltaEngine,
     delta_classes,
@@ -44,10 +47,21 @@ from optimizer.table.delta_engine import (
     gateway,
     is_conflict,
     java_message,
+    python_list,
     scala_map,
     scala_seq,
 )
-from optimizer.table.rewrite import CommitEngine, RewriteRequest, check_rewrite, outcome_after_failure
+from optimizer.table.log_store import delta_commit_safety, spark_commit_safety  # noqa: F401 - re-exported
+from optimizer.table.rewrite import (
+    CLUSTERING_DOMAIN,
+    CommitEngine,
+    RetryBasis,
+    RewriteRequest,
+    check_retry_basis,
+    check_rewrite,
+    outcome_after_failure,
+    retry_basis,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,13 +85,15 @@ class DeltaSparkCommitter:
         if package is None:
             raise errors.TableAccessError("the session has no Delta engine classes; cannot commit through Delta")
         self._package = package
+        shapes_for(spark, package)  # Delta's call shapes probed now, before any file is written
 
     def commit_safety(self) -> str:
-        """How Delta's ``LogStore`` makes this table's commits atomic; raises `UnsafeStoreError` where it
-        is only safe for writers of one Spark driver (deploy/OPERATIONS.md, "Commit safety per store")."""
+        """How the ``LogStore`` Delta commits this table's log through makes commits atomic (the one Delta
+        resolves for the table's Spark URI, `optimizer.table.log_store`); raises `UnsafeStoreError` where
+        it is only safe for writers of one Spark driver (deploy/OPERATIONS.md, "Commit safety per store")."""
         from optimizer.table.locations import single_writer
 
-        return delta_commit_safety(self.table.uri, self._package, self.spark.conf.get, single_writer(self.table.uri))
+        return spark_commit_safety(self.spark, self.table, self._package, single_writer(self.table.uri))
 
     def rewrite(self, request: RewriteRequest, *, before_commit: Callable[[int], None] | None = None) -> int:
         """Commit `request` as one Delta OPTIMIZE; returns the version Delta committed.
@@ -97,6 +113,7 @@ class DeltaSparkCommitter:
             raise errors.TableAccessError(
                 f"cannot read {self.table.uri} at version {request.read_version}: {java_message(err)}"
             ) from err
+        planned = snapshot  # every retry is checked against the version the rewrite was planned on
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:
                 return self._commit(engine, snapshot, read, request, before_commit)
@@ -107,8 +124,10 @@ class DeltaSparkCommitter:
                 if not is_conflict(self.spark, err) or attempt == COMMIT_ATTEMPTS:
                     self.table.discard(request.add)
                     raise self._refused(err, attempt) from err
-                snapshot = engine.latest()
-                read = self._still_there(engine, snapshot, request, read, err)
+                retry = self._retry_at_latest(engine, planned, request, read, err)
+                if isinstance(retry, int):
+                    return retry  # the run's commit turned up in the log while re-reading
+                snapshot, read = retry
                 log.info(
                     "rewrite of %s lost a race (%s); retrying at version %d",
                     self.table.uri,
@@ -127,11 +146,49 @@ class DeltaSparkCommitter:
             )
         return errors.TableAccessError(f"rewrite of {self.table.uri} through Delta failed: {java_message(err)}")
 
+    def _retry_at_latest(
+        self, engine: DeltaEngine, planned: Any, request: RewriteRequest, read: list[Any], err: Exception
+    ) -> tuple[Any, list[Any]] | int:
+        """The latest snapshot and the replaced files' actions in it, for the next attempt (`_still_there`).
+        Reading them can fail (a py4j or storage error): the log then settles the staged files, as after a
+        failed commit. Returns the version if the run's commit is there after all; deletes the files
+        and raises `TableAccessError` naming the table when the log shows it did not land; keeps them
+        (`CommitOutcomeUnknownError`) when the log cannot say."""
+        try:
+            snapshot = engine.latest()
+            return snapshot, self._still_there(engine, planned, snapshot, request, read, err)
+        except errors.DeltaOptError:
+            raise  # a refusal of `_still_there`: it deleted the files after the log showed nothing landed
+        except Exception as failure:
+            version = outcome_after_failure(self.table, request.metadata.get("runId"), request.read_version, failure)
+            if version is not None:
+                return version
+            self.table.discard(request.add)
+            raise errors.TableAccessError(
+                f"cannot re-read {self.table.uri} to retry the rewrite after a lost race ({java_message(err)}): "
+                f"{java_message(failure)}; nothing was committed"
+            ) from failure
+
     def _still_there(
-        self, engine: DeltaEngine, snapshot: Any, request: RewriteRequest, read: list[Any], err: Exception
+        self,
+        engine: DeltaEngine,
+        planned: Any,
+        snapshot: Any,
+        request: RewriteRequest,
+        read: list[Any],
+        err: Exception,
     ) -> list[Any]:
         """The replaced files' actions at `snapshot` when each is still active with the deletion vector it
-        was read with (Delta's own test before it retries an OPTIMIZE); else the rewrite gives up."""
+        was read with (Delta's own test before it retries an OPTIMIZE) and the table is what the rewrite
+        was `planned` on (`check_retry_basis`: Delta's checker judged only the attempt it refused, and the
+        next one starts on `snapshot`, where e.g. a concurrent CLUSTER BY is no conflict any more); else
+        the rewrite gives up."""
+        check_retry_basis(
+            self.table,
+            (int(planned.version()), _retry_basis(planned)),
+            (int(snapshot.version()), _retry_basis(snapshot)),
+            request.add,
+        )
         try:
             now = engine.add_files(snapshot, request.remove)
         except errors.RewriteValidationError as gone:
@@ -183,10 +240,7 @@ class DeltaSparkCommitter:
         now = int(time.time() * 1000)
         actions = [self._add_file(engine, f) for f in request.add] + [a.removeWithTimestamp(now, False) for a in read]
         txn.registerSQLMetrics(self.spark._jsparkSession, self._metrics(request, read))
-        cluster_by = jvm.scala.Some(scala_seq(jvm, list(request.cluster_by))) if request.cluster_by else none
-        operation = getattr(delta, "DeltaOperations$Optimize")(
-            scala_seq(jvm, []), scala_seq(jvm, list(request.z_order_by)), False, cluster_by, False
-        )
+        operation = engine.optimize_operation(request.z_order_by, request.cluster_by)
         tags = {CUSTOM_METADATA_KEY: json.dumps(dict(request.metadata), default=str)} if request.metadata else {}
         # Delta's "rows keep their ids" commit tag where row tracking is on (package-private: via the object)
         jtags = getattr(getattr(delta, "RowTracking$"), "MODULE$").addPreservedRowTrackingTagIfNotSet(
@@ -204,11 +258,11 @@ class DeltaSparkCommitter:
         jvm, none = engine.jvm, engine.none
         if f.action is not None:
             a = f.action
-            return engine.delta.actions.AddFile(
+            return engine.add_file(
                 a.path(), a.partitionValues(), a.size(), a.modificationTime(), False, f.stats_json,
                 a.tags(), None, none, none, a.clusteringProvider(),
             )  # fmt: skip
-        return engine.delta.actions.AddFile(
+        return engine.add_file(
             encoded_path(self.spark, f.path),
             scala_map(jvm, dict(f.partition_values)),
             f.size,
@@ -253,6 +307,27 @@ class DeltaSparkCommitter:
         return jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(metrics)
 
 
+def _retry_basis(snapshot: Any) -> RetryBasis:
+    """The `RetryBasis` of one of Delta's snapshots: its protocol and metadata as Delta serialises them,
+    and its liquid clustering domain's configuration."""
+    protocol = json.loads(snapshot.protocol().json())["protocol"]
+    metadata = json.loads(snapshot.metadata().json())["metaData"]
+    domains = [d for d in python_list(snapshot.domainMetadata()) if str(d.domain()) == CLUSTERING_DOMAIN]
+    clustering = next((str(d.configuration()) for d in domains if not d.removed()), None)
+    return retry_basis(
+        (
+            protocol["minReaderVersion"],
+            protocol["minWriterVersion"],
+            protocol.get("readerFeatures"),
+            protocol.get("writerFeatures"),
+        ),
+        schema_json=metadata["schemaString"],
+        partition_columns=metadata.get("partitionColumns") or (),
+        configuration=metadata.get("configuration") or {},
+        clustering=clustering,
+    )
+
+
 def _dv_id(action: Any) -> str | None:
     """A file's deletion vector identity (None: no deletion vector)."""
     vector = action.deletionVector()
@@ -261,60 +336,3 @@ def _dv_id(action: Any) -> str | None:
 
 def _row_tracking(delta: Any, snapshot: Any) -> bool:
     return bool(delta.RowTracking.isEnabled(snapshot.protocol(), snapshot.metadata()))
-
-
-# Delta's LogStore per scheme (delta-io/delta storage/): which make "write the next commit unless it
-# exists" atomic across drivers, and which only within one JVM
-MULTI_DRIVER = {
-    "hdfs": "HDFSLogStore: atomic rename on HDFS",
-    "viewfs": "HDFSLogStore: atomic rename on HDFS",
-    "abfs": "AzureLogStore on ADLS Gen2: atomic rename",
-    "abfss": "AzureLogStore on ADLS Gen2: atomic rename",
-    "gs": "GCSLogStore: GCS preconditions",
-}
-SINGLE_DRIVER = {
-    "": "HDFSLogStore on the local file system: exists-then-rename, serialised within one JVM",
-    "file": "HDFSLogStore on the local file system: exists-then-rename, serialised within one JVM",
-    "wasb": "AzureLogStore on Blob storage: single driver",
-    "wasbs": "AzureLogStore on Blob storage: single driver",
-    "s3": "S3SingleDriverLogStore: single driver",
-    "s3a": "S3SingleDriverLogStore: single driver",
-    "s3n": "S3SingleDriverLogStore: single driver",
-}
-DYNAMO_STORE = "io.delta.storage.S3DynamoDBLogStore"
-
-
-def delta_commit_safety(
-    uri: str, package: str, conf: Callable[[str, str | None], str | None], single_writer: bool = False
-) -> str:
-    """How Delta commits to `uri` are made atomic, from the session's ``spark.delta.logStore.*`` settings.
-
-    Local disk is allowed: Delta serialises its own commits within a JVM, and other processes' writers
-    (delta-rs) use an atomic rename-if-absent. S3 and Blob storage are refused unless commits are
-    coordinated across drivers (``S3DynamoDBLogStore``, or Databricks' own commit service), or the
-    configuration says deltaopt is the table's only writer while it runs (`single_writer`)."""
-    from urllib.parse import urlparse
-
-    from optimizer.table.commit_safety import UnsafeStoreError
-
-    scheme = urlparse(uri).scheme.lower() if "://" in uri else ""
-    if package.startswith("com.databricks"):
-        return "Databricks Runtime's Delta commit coordination"
-    store = conf(f"spark.delta.logStore.{scheme}.impl", None) or conf("spark.delta.logStore.class", None)
-    if store and store.endswith("S3DynamoDBLogStore"):
-        table = conf("spark.io.delta.storage.S3DynamoDBLogStore.ddb.tableName", None) or "delta_log"
-        return f"Delta's S3DynamoDBLogStore with lock table '{table}' (every writer must use it)"
-    if scheme in MULTI_DRIVER:
-        return f"Delta's {MULTI_DRIVER[scheme]}"
-    if scheme in ("", "file"):
-        return f"Delta's {SINGLE_DRIVER[scheme]}; other processes' writers rename atomically"
-    if scheme in SINGLE_DRIVER and single_writer:
-        return f"Delta's {SINGLE_DRIVER[scheme]}; configured: no other writer commits while deltaopt runs"
-    if scheme in SINGLE_DRIVER:
-        raise UnsafeStoreError(
-            f"{uri}: Delta's {SINGLE_DRIVER[scheme]} is safe only when every writer commits through this "
-            f"Spark driver; set spark.delta.logStore.{scheme}.impl={DYNAMO_STORE} with a lock table every writer "
-            "uses, run the job on the writers' own cluster, or set single_writer: true on the table if no other "
-            "writer commits while deltaopt runs; nothing was committed"
-        )
-    raise UnsafeStoreError(f"{uri}: deltaopt does not know Delta's log store for '{scheme}://'; nothing was committed")

@@ -14,12 +14,12 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
-from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from optimizer.errors import TableAccessError
+from optimizer.table.paths import open_location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -34,9 +34,9 @@ _PART = re.compile(r"part-(\d+)")  # Spark names each task's file after its part
 
 def file_codec(table: TableAccess, data_file: DataFile) -> str | None:
     """The codec of `data_file`'s first column chunk (e.g. ``"SNAPPY"``), None if unreadable."""
-    fs, root = table.filesystem()
+    fs, path = open_location(table, data_file.path)  # a shallow clone's files lie outside the table
     try:
-        metadata = pq.ParquetFile(fs.open_input_file(f"{root}/{unquote(data_file.path)}")).metadata
+        metadata = pq.ParquetFile(fs.open_input_file(path)).metadata
     except (OSError, ValueError):
         return None
     if metadata.num_row_groups == 0 or metadata.row_group(0).num_columns == 0:

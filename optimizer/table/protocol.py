@@ -5,9 +5,13 @@ A table's protocol (reader and writer features) and configuration decide three t
 * **how its rows are read**: a plain Parquet reader is right only when the files hold every row and
   every column under its logical name; deletion vectors, column mapping and type widening need Delta's
   own reader (`needs_delta_reader`);
-* **how new files are written**: column mapping (physical names, field ids) and row tracking (row ids
-  and row commit versions materialised into the files) need Delta's own file writer
-  (`needs_delta_writer`);
+* **how new files are written**: column mapping (physical names, field ids) and enabled row tracking
+  (row ids and row commit versions materialised into the files) need Delta's own file writer
+  (`needs_delta_writer`). Row tracking is *enabled* as Delta's ``RowTracking.isEnabled`` says: the
+  feature supported and ``delta.enableRowTracking = true``. Supported but disabled (the first step of
+  ``DROP FEATURE rowTracking``), Delta's OPTIMIZE keeps no row ids and writes no materialised columns,
+  and its transaction assigns every new file fresh row ids and commit versions: only the commit needs
+  Delta there;
 * **whether deltaopt may rewrite it at all** (`check_rewritable`): a feature it does not know, or one its
   engine cannot honour, is refused before any work, in one line naming the feature.
 
@@ -61,6 +65,7 @@ COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
 ROW_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
+ROW_TRACKING_ENABLED = "delta.enableRowTracking"  # Delta assigns the column names as soon as it is supported
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,7 @@ class TableFeatures:
     reader_features: frozenset[str] = frozenset()
     writer_features: frozenset[str] = frozenset()
     column_mapping: str = "none"  # none | name | id
-    row_tracking: bool = False  # row ids are assigned (the feature is supported; ids must survive rewrites)
+    row_tracking: bool = False  # row tracking enabled (Delta's RowTracking.isEnabled): ids must survive rewrites
     logical_names: Mapping[str, str] = field(default_factory=dict)  # physical dotted path -> logical dotted path
 
     @property
@@ -82,6 +87,12 @@ class TableFeatures:
     @property
     def deletion_vectors(self) -> bool:
         return "deletionVectors" in self.all_features
+
+    @property
+    def row_tracking_supported(self) -> bool:
+        """The protocol lists row tracking: every new file gets fresh row ids from Delta's transaction,
+        whether or not the ids are enabled (`row_tracking`) and so preserved."""
+        return "rowTracking" in self.writer_features
 
     @property
     def clustered(self) -> bool:
@@ -119,6 +130,8 @@ class TableFeatures:
         parts = [", ".join(named) if named else f"protocol {self.min_reader_version}/{self.min_writer_version}"]
         if self.column_mapping != "none":
             parts.append(f"column mapping by {self.column_mapping}")
+        if self.row_tracking_supported and not self.row_tracking:
+            parts.append("row tracking disabled (row ids not kept)")
         return "; ".join(parts)
 
 
@@ -135,22 +148,16 @@ def table_features(
     readers = frozenset(reader_features or ())
     writers = frozenset(writer_features or ())
     mapping = str(configuration.get(COLUMN_MAPPING_MODE) or "none").lower()
-    tracked = "rowTracking" in writers and str(configuration.get("delta.enableRowTracking", "")).lower() == "true"
+    tracked = "rowTracking" in writers and str(configuration.get(ROW_TRACKING_ENABLED, "")).lower() == "true"
     return TableFeatures(
         min_reader_version=int(min_reader_version),
         min_writer_version=int(min_writer_version),
         reader_features=readers,
         writer_features=writers,
         column_mapping=mapping,
-        row_tracking=tracked or ("rowTracking" in writers and _materialised(configuration)),
+        row_tracking=tracked,
         logical_names=logical_names(schema_json) if mapping != "none" else {},
     )
-
-
-def _materialised(configuration: Mapping[str, str | None]) -> bool:
-    """Row ids exist once the feature is on and the materialised column names are assigned, even while
-    ``delta.enableRowTracking`` is unset (a table can support the feature before enabling it)."""
-    return bool(configuration.get(ROW_ID_COLUMN)) and bool(configuration.get(ROW_VERSION_COLUMN))
 
 
 def logical_names(schema_json: str) -> dict[str, str]:
@@ -194,12 +201,14 @@ def check_rewritable(features: TableFeatures, uri: str, *, delta_engine: bool) -
     if features.clustered:
         raise UnsupportedTableError(
             f"{uri} is liquid-clustered: Delta's OPTIMIZE re-clusters it by its keys and would undo "
-            "a deltaopt Z-order, so deltaopt does not rewrite it (`deltaopt optimize --z COLUMNS` sets them as its "
-            "keys and runs Delta's OPTIMIZE; nothing was read or written)"
+            "a deltaopt Z-order, so deltaopt does not rewrite it (its keys are the user's: `deltaopt optimize` runs "
+            "Delta's OPTIMIZE by them, `--liquid set --z COLUMNS` makes those its keys; nothing was read or written)"
         )
     if delta_engine:
         return
-    needs = sorted({*features.delta_reader_features, *(["rowTracking"] if features.row_tracking else [])})
+    # supported row tracking, enabled or not: new files need fresh row ids, which only Delta's transaction
+    # assigns (delta-rs refuses to commit to such a table)
+    needs = sorted({*features.delta_reader_features, *(["rowTracking"] if features.row_tracking_supported else [])})
     if needs:
         raise UnsupportedTableError(
             f"{uri} uses {', '.join(needs)}: a rewrite must go through Delta's own reader, writer and "

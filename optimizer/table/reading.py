@@ -23,8 +23,10 @@ def read_rows(
     """The rows of `files`, with the table's schema (partition columns restored from the log).
 
     Tables whose rows only Delta's reader gets right (deletion vectors, column mapping, type widening)
-    are read through Delta's engine, as is every rewrite of a table with row tracking (`for_rewrite`:
-    each row then carries its row id and row commit version in the table's materialised columns).
+    are read through Delta's engine, as is every rewrite of a table with row tracking enabled
+    (`for_rewrite`: each row then carries its row id and row commit version in the table's materialised
+    columns). Row tracking supported but disabled keeps no ids (Delta's ``preserveRowTrackingColumns``
+    adds nothing then), so such a table is read like any other.
     Raises `UnsupportedTableError` where Delta's reader is needed and the session has none."""
     from pyspark.sql import functions as F
 

@@ -1,5 +1,6 @@
 """What a layout rewrite is, whoever commits it: the request, the committer interface, the checks made
-before any commit, and how the outcome of a commit that may have landed is read back from the log.
+before any commit, what a retry after a lost race depends on (`RetryBasis`), and how the outcome of a
+commit that may have landed is read back from the log.
 
 Shared by `optimizer.table.committer` (which picks the engine), `optimizer.table.deltaspark` (Delta's
 transaction) and `optimizer.table.deltars` (delta-rs), so neither implementation imports the other.
@@ -7,13 +8,15 @@ transaction) and `optimizer.table.deltars` (delta-rs), so neither implementation
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from optimizer.errors import RewriteValidationError
+from optimizer.errors import CommitConflictError, RewriteValidationError
 from optimizer.table.access import commit_of_run
+from optimizer.table.protocol import COLUMN_MAPPING_MODE, ROW_ID_COLUMN, ROW_VERSION_COLUMN
 
 if TYPE_CHECKING:
     from optimizer.table.access import DataFile, StagedFile, TableAccess
@@ -72,6 +75,95 @@ def check_staged(table: TableAccess, staged: Sequence[StagedFile]) -> None:
             raise RewriteValidationError(f"file to add does not exist: {table.file_uri(f.path)}")
         if info.size != f.size:
             raise RewriteValidationError(f"file to add changed size: {f.path} is {info.size} bytes, staged as {f.size}")
+
+
+# Table properties that change how the table's files are read or must be written: files staged before one
+# of them changed may not fit the table any more. Others (owners, comments, statistics columns) do not.
+RETRY_PROPERTIES = frozenset(
+    {
+        COLUMN_MAPPING_MODE,
+        "delta.enableRowTracking",
+        ROW_ID_COLUMN,
+        ROW_VERSION_COLUMN,
+        "delta.enableIcebergCompatV1",
+        "delta.enableIcebergCompatV2",
+        "delta.universalFormat.enabledFormats",
+    }
+)
+CLUSTERING_DOMAIN = "delta.clustering"  # the domain metadata holding a liquid table's clustering columns
+
+
+@dataclass(frozen=True)
+class RetryBasis:
+    """What a rewrite planned on one version assumes of the table besides its files, as either Delta
+    library reports it. Delta's conflict checker judges a commit against the version it read; a retry on a
+    later version must first see all of this unchanged, or its files and layout were chosen for another
+    table (deletion vectors its removes cannot carry, physical names, row ids, a liquid table that must
+    get no Z-order). Delta's own OPTIMIZE re-checks only the partitioning before its retries."""
+
+    protocol: tuple[int, int, frozenset[str], frozenset[str]]  # reader, writer versions; their features
+    schema: str  # the schema JSON, canonical (key order does not count)
+    partition_columns: tuple[str, ...]
+    properties: tuple[tuple[str, str | None], ...]  # the `RETRY_PROPERTIES` set, sorted
+    clustering: str | None  # the liquid clustering domain's configuration; None: none, or not readable
+
+
+def retry_basis(
+    protocol: tuple[int, int, Iterable[str] | None, Iterable[str] | None],
+    *,
+    schema_json: str,
+    partition_columns: Iterable[str],
+    configuration: Mapping[str, str | None],
+    clustering: str | None = None,
+) -> RetryBasis:
+    """The `RetryBasis` of a table version from what any Delta library returns for it."""
+    reader, writer, reader_features, writer_features = protocol
+    return RetryBasis(
+        protocol=(int(reader), int(writer), frozenset(reader_features or ()), frozenset(writer_features or ())),
+        schema=json.dumps(json.loads(schema_json), sort_keys=True),
+        partition_columns=tuple(partition_columns),
+        properties=tuple(sorted((k, v) for k, v in configuration.items() if k in RETRY_PROPERTIES)),
+        clustering=clustering,
+    )
+
+
+def basis_changes(planned: RetryBasis, now: RetryBasis) -> list[str]:
+    """What differs between two `RetryBasis`, named for an operator (empty: a retry may go ahead)."""
+    changes = []
+    if planned.protocol != now.protocol:
+        added = sorted((now.protocol[2] | now.protocol[3]) - (planned.protocol[2] | planned.protocol[3]))
+        removed = sorted((planned.protocol[2] | planned.protocol[3]) - (now.protocol[2] | now.protocol[3]))
+        named = [f"+{f}" for f in added] + [f"-{f}" for f in removed]
+        changes.append(f"protocol ({', '.join(named) if named else 'versions'})")
+    if planned.schema != now.schema:
+        changes.append("schema")
+    if planned.partition_columns != now.partition_columns:
+        changes.append("partition columns")
+    if planned.properties != now.properties:
+        keys = sorted({k for k, _ in set(planned.properties) ^ set(now.properties)})
+        changes.append(f"properties ({', '.join(keys)})")
+    if planned.clustering != now.clustering:
+        changes.append("liquid clustering columns")
+    return changes
+
+
+def check_retry_basis(
+    table: TableAccess,
+    planned: tuple[int, RetryBasis],
+    now: tuple[int, RetryBasis],
+    add: Sequence[StagedFile],
+) -> None:
+    """Give up a commit at version ``now[0]`` of files staged for the table at ``planned[0]`` (a rewrite's
+    retry, a blind append) when the table is no longer what they were written for (`basis_changes`): the
+    staged files are deleted, `CommitConflictError` says what changed."""
+    changes = basis_changes(planned[1], now[1])
+    if not changes:
+        return
+    table.discard(add)
+    raise CommitConflictError(
+        f"{table.uri}: the table's {'; '.join(changes)} changed since version {planned[0]}, which the files "
+        f"were staged for (now version {now[0]}); they may not fit the table any more: nothing was committed"
+    )
 
 
 def landed(table: TableAccess, run_id: str | None, read_version: int) -> int | None:

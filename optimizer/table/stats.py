@@ -7,7 +7,9 @@ of the other types come from the footers (`optimizer.table.footer_stats`, select
 
 Encoding follows the Delta protocol, rounded so every bound stays a bound:
 
-* timestamps have millisecond precision in the log: the minimum is floored, the maximum is ceiled;
+* timestamps have millisecond precision in the log: the minimum is floored, the maximum is ceiled; a
+  timestamp is its UTC instant (``...Z``), a timestamp_ntz its own wall clock without a zone, computed
+  without the session's time zone (`ntz_micros`), so a rewrite in any session logs the same bounds;
 * strings: the minimum is cut to 32 characters (a prefix is still a lower bound); a maximum of 32 or
   more characters is not written (other writers truncate such values, so readers ignore them);
 * a float column whose maximum is NaN gets no maximum (Spark orders NaN above every number);
@@ -26,7 +28,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 STRING_PREFIX = 32
@@ -34,9 +36,26 @@ DEFAULT_INDEXED_COLUMNS = 32
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
+# Types whose min/max Delta keeps (`SkippingEligibleDataType`: numbers, dates, timestamps, strings) and,
+# beyond Delta, booleans (false < true), which deltaopt's pruning uses. Delta keeps none for booleans:
+# its reader parses stats with a schema that has no boolean min/max, so it ignores them, as does any
+# reader that does not know them; they are exact, so a reader that uses them skips soundly. The others
+# (binary, variant, arrays, maps, intervals, void, collated strings) get null counts only: Spark cannot
+# order some of them at all (``min`` of a VARIANT fails the whole aggregation), and readers skip on none.
+MINMAX_TYPES = frozenset(
+    {"tinyint", "smallint", "int", "bigint", "float", "double", "date", "timestamp", "timestamp_ntz", "string"}
+    | {"boolean"}
+)
+
+
+def has_minmax(type_name: str) -> bool:
+    """Whether a column of Spark type `type_name` (its simpleString) gets min/max statistics."""
+    return type_name in MINMAX_TYPES or type_name.startswith("decimal(")
+
+
 @dataclass(frozen=True)
 class StatsColumn:
-    """A leaf column that gets statistics; ``minmax`` is False for types without an order we keep."""
+    """A leaf column that gets statistics: every leaf its null count, ``minmax`` only on `has_minmax` types."""
 
     path: tuple[str, ...]
     type_name: str  # Spark simpleString: "int", "decimal(15,2)", "timestamp", ...
@@ -49,13 +68,10 @@ class StatsColumn:
 
 def stats_columns(schema: StructType, configuration: Mapping[str, str | None] | None = None) -> list[StatsColumn]:
     """Leaf columns that get statistics, honouring ``delta.dataSkippingStatsColumns`` and
-    ``delta.dataSkippingNumIndexedCols`` (first 32 leaves by default)."""
-    from pyspark.sql.types import (
-        ArrayType,
-        BinaryType,
-        MapType,
-        StructType,
-    )
+    ``delta.dataSkippingNumIndexedCols`` (first 32 leaves by default). As in Delta's
+    `StatisticsCollection`, a leaf is any non-struct field, arrays and maps included (they count
+    towards the limit and get null counts), and min/max are kept on the types `has_minmax` names."""
+    from pyspark.sql.types import StructType
 
     configuration = configuration or {}
     explicit = configuration.get("delta.dataSkippingStatsColumns")
@@ -72,10 +88,8 @@ def stats_columns(schema: StructType, configuration: Mapping[str, str | None] | 
             dtype = field.dataType
             if isinstance(dtype, StructType):
                 visit(dtype, path)
-            elif isinstance(dtype, ArrayType | MapType):
-                continue
             else:
-                leaves.append(StatsColumn(path, dtype.simpleString(), not isinstance(dtype, BinaryType)))
+                leaves.append(StatsColumn(path, dtype.simpleString(), has_minmax(dtype.simpleString())))
 
     visit(schema, ())
     if wanted is not None:
@@ -92,16 +106,31 @@ def _column_ref(path: tuple[str, ...]) -> Column:
     return col
 
 
-def _minmax_input(column: StatsColumn) -> Column:
-    """What to aggregate: timestamps as epoch microseconds, so no Python time zone is involved."""
+def ntz_micros(value: Column) -> Column:
+    """A timestamp_ntz as microseconds since 1970-01-01 00:00:00 on its own wall clock, in any session zone.
+
+    Not ``unix_micros(cast(value as timestamp))`` nor ``timestampdiff``: both read the wall clock in the
+    session's zone (an NTZ 10:00 becomes 04:30 in Asia/Kolkata, and a DST gap or a zone's historic
+    offsets shift values unevenly), so bounds written in such a session exclude matching rows. The
+    difference of two NTZ values is zone-free; its seconds are cast exactly, as a decimal."""
+    from pyspark.sql import functions as F
+
+    since_epoch = value - F.lit("1970-01-01 00:00:00").cast("timestamp_ntz")  # a string to NTZ: zone-free
+    return (since_epoch.cast("decimal(38,6)") * F.lit(1_000_000)).cast("bigint")
+
+
+def _minmax_aggregates(column: StatsColumn) -> tuple[Column, Column]:
+    """(min, max) of a column: timestamps as epoch microseconds, so no Python time zone is involved. A
+    timestamp is its instant; a timestamp_ntz is ordered and aggregated as itself (zone-free), and only
+    its bounds are turned into microseconds of its wall clock (`ntz_micros`)."""
     from pyspark.sql import functions as F
 
     ref = _column_ref(column.path)
     if column.type_name == "timestamp":
-        return F.unix_micros(ref)
+        return F.min(F.unix_micros(ref)), F.max(F.unix_micros(ref))
     if column.type_name == "timestamp_ntz":
-        return F.unix_micros(ref.cast("timestamp"))  # session time zone is UTC: wall clock preserved
-    return ref
+        return ntz_micros(F.min(ref)), ntz_micros(F.max(ref))
+    return F.min(ref), F.max(ref)
 
 
 def file_stat_aggregates(
@@ -119,8 +148,8 @@ def file_stat_aggregates(
         ref = _column_ref(column.path)
         aggregates.append((F.count(F.lit(1)) - F.count(ref)).alias(f"nulls_{i}"))
         if column.minmax:
-            value = _minmax_input(column)
-            aggregates += [F.min(value).alias(f"min_{i}"), F.max(value).alias(f"max_{i}")]
+            low, high = _minmax_aggregates(column)
+            aggregates += [low.alias(f"min_{i}"), high.alias(f"max_{i}")]
     return aggregates + [aggregate.alias(name) for name, aggregate in (extra or {}).items()]
 
 
@@ -136,18 +165,27 @@ def collect_file_stats(
     ``nulls_i``, plus every ``extra`` aggregate under its own name. Keyed by the file URI Spark reports
     (``_metadata.file_path``).
     """
-    from pyspark.sql import functions as F
-
     if not file_uris:
         return {}
     aggregates = file_stat_aggregates(columns, extra, skip)
-    frame = (
-        spark.read.schema(data_schema)
-        .parquet(*file_uris)
-        .groupBy(F.col("_metadata.file_path").alias("__file"))
-        .agg(*aggregates)
-    )
+    files = spark.read.schema(data_schema).parquet(*file_uris)
+    frame = files.groupBy(file_path(files).alias("__file")).agg(*aggregates)
     return {row["__file"]: row.asDict() for row in frame.collect()}
+
+
+def file_path(frame: DataFrame) -> Column:
+    """The path of the file each row of `frame` (a file scan) was read from. By the metadata column
+    itself, not by the name ``_metadata``, which a table column of that name would hide. PySpark 3.5
+    has no ``metadataColumn``: there the name is used, and a table column of that name is refused."""
+    from pyspark.sql import functions as F
+
+    from optimizer.errors import UnsupportedTableError
+
+    if hasattr(frame, "metadataColumn"):  # PySpark 4.0+
+        return frame.metadataColumn("_metadata").getField("file_path")
+    if "_metadata" in frame.columns:
+        raise UnsupportedTableError("a column named _metadata hides Spark 3.5's file metadata: use Spark 4")
+    return F.col("_metadata").getField("file_path")
 
 
 def _encode_value(column: StatsColumn, value: Any, is_max: bool) -> Any:

@@ -68,6 +68,14 @@ def write_with_spark(root: Path, uri: str, options: dict[str, str]) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.fixture(scope="module")
+def events(s3: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A table the users' Spark wrote to ``s3a://`` (6000 rows), shared by this module's tests."""
+    uri = f"s3a://{BUCKET}/events"
+    write_with_spark(tmp_path_factory.mktemp("writer"), uri, s3)
+    return uri
+
+
 def rows(uri: str, options: dict[str, str]):  # type: ignore[no-untyped-def]
     """Every row, read by delta-rs with the same options, in id order."""
     from deltalake import DeltaTable
@@ -75,11 +83,10 @@ def rows(uri: str, options: dict[str, str]):  # type: ignore[no-untyped-def]
     return DeltaTable(uri, storage_options=options).to_pyarrow_table().sort_by("id")
 
 
-def test_a_table_on_s3_is_optimised_through_deltas_transaction(s3, tmp_path):
+def test_a_table_on_s3_is_optimised_through_deltas_transaction(s3, events, tmp_path):
     from optimizer.table import open_table
 
-    uri = f"s3a://{BUCKET}/events"
-    write_with_spark(tmp_path, uri, s3)
+    uri = events
     before = rows(uri, s3)
     config = tmp_path / "deltaopt.yaml"
     table = {"name": "events", "path": uri, "single_writer": True}  # moto has no lock table: one writer at a time
@@ -105,3 +112,73 @@ def test_a_table_on_s3_is_optimised_through_deltas_transaction(s3, tmp_path):
     )
     assert refused.returncode != 0 and "single_writer: true" in refused.stderr
     assert open_table(uri, s3).history()[-1].version == last.version
+
+
+DYNAMO = "io.delta.storage.S3DynamoDBLogStore"
+
+
+@pytest.mark.parametrize(
+    ("scheme", "key", "named"),
+    [
+        # Delta opens an s3:// table at s3a:// and DelegatingLogStore picks the store by that scheme: the
+        # s3 key has no effect, the commit would go through S3SingleDriverLogStore
+        ("s3", "spark.delta.logStore.s3.impl", "S3SingleDriverLogStore (no spark.delta.logStore.s3a.impl: "),
+        # the key that takes effect, without the store's jar: Delta could not create it
+        ("s3a", "spark.delta.logStore.s3a.impl", f"cannot load the log store {DYNAMO}"),
+    ],
+)
+def test_an_s3_table_whose_commit_store_does_not_coordinate_drivers_is_refused(
+    s3, events, tmp_path, scheme, key, named
+):
+    """The check asks which store Delta commits the table's log through (``s3a://``), refusing before
+    any work and naming the key that takes effect."""
+    from optimizer.table import open_table
+
+    uri = f"{scheme}://" + events[len("s3a://") :]
+    version = open_table(uri, s3).snapshot().version
+    data = {
+        "spark": {"master": "local[1]", "delta": "required", "conf": {key: DYNAMO}},
+        "storage_options": s3,
+        "tables": [{"name": "events", "path": uri}],
+        "service": {"state_dir": str(tmp_path / "state")},
+    }
+    config = tmp_path / "deltaopt.yaml"
+    config.write_text(yaml.safe_dump(data))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    command = [sys.executable, "-m", "optimizer.cli", "optimize", "--config", str(config), "--table", "events"]
+    refused = subprocess.run(
+        [*command, "--z", "x", "--all-files"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600
+    )
+    assert refused.returncode != 0, refused.stdout[-2000:]
+    assert named in refused.stderr, refused.stderr[-2000:]
+    assert f"spark.delta.logStore.s3a.impl={DYNAMO}" in refused.stderr  # the key that takes effect
+    assert "nothing was committed" in refused.stderr and "Traceback" not in refused.stderr
+    assert open_table(uri, s3).snapshot().version == version
+
+
+def test_delta_rs_commits_without_the_dynamodb_lock_table(s3, tmp_path):
+    """Why the delta-rs path refuses ``AWS_S3_LOCKING_PROVIDER=dynamodb`` (`commit_safety`): the installed
+    delta-rs writes no lock entry, so Delta-Spark writers using ``S3DynamoDBLogStore`` on the same table
+    would not see its commits. moto serves DynamoDB on the same endpoint."""
+    import boto3
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from optimizer.table.commit_safety import UnsafeStoreError, check_commit_safety
+
+    endpoint = s3["AWS_ENDPOINT_URL"]
+    locked = {**s3, "AWS_S3_LOCKING_PROVIDER": "dynamodb", "DELTA_DYNAMO_TABLE_NAME": "delta_log"}
+    locked["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint
+    uri = f"s3://{BUCKET}/locked"
+    write_deltalake(uri, pa.table({"x": [1, 2]}), storage_options=locked)
+    write_deltalake(uri, pa.table({"x": [3]}), storage_options=locked, mode="append")
+    dynamodb = boto3.client(
+        "dynamodb",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+    assert dynamodb.list_tables()["TableNames"] == []  # no lock table was created, let alone written
+    with pytest.raises(UnsafeStoreError, match="AWS_S3_LOCKING_PROVIDER=dynamodb has no effect"):
+        check_commit_safety(uri, locked, environ={})

@@ -5,6 +5,7 @@ Delta's OPTIMIZE retries) and otherwise gives up having committed nothing."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -201,3 +202,123 @@ def test_an_append_open_across_the_statistics_property_change_fails_and_retries_
     assert spark.read.format("delta").load(path).count() == 450
     assert commit_of_run(table.history(0), result.run_id) is not None
     assert all((Path(path) / unquote(f.path)).exists() for f in table.snapshot().files)
+
+
+def _rows_and_files(spark, path: str):
+    """What a reader sees (rows) and whether every file the log references is there."""
+    table = open_table(path)
+    present = all((Path(path) / unquote(f.path)).exists() for f in table.snapshot().files)
+    return fingerprint(spark.read.format("delta").load(path)), present
+
+
+def test_a_delta_rs_commit_that_landed_but_reported_a_conflict_is_the_runs_commit(
+    delta_spark, tmp_path: Path, monkeypatch
+):
+    """S3's conditional put succeeds, its response is lost, the client's retry gets 412: delta-rs reports
+    `CommitFailedError` for a commit that is in the log. The rewrite must find it by its run id and report
+    it, not retry, see its own removes as a concurrent change and delete the files its commit added."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import CommitFailedError
+
+    from optimizer.table.committer import DeltaRsCommitter
+
+    spark, path = delta_spark, str(tmp_path / "lost-response")
+    _table(spark, path)
+    expected = fingerprint(spark.read.format("delta").load(path))
+    table = open_table(path)
+    request, staged = _staged(spark, table, "lost-response")
+    commit = DeltaTable.create_write_transaction
+    calls: list[int] = []
+
+    def commit_then_report_a_conflict(self, *args, **kwargs):
+        result = commit(self, *args, **kwargs)
+        calls.append(self.version())
+        if len(calls) == 1:
+            raise CommitFailedError("Transaction failed: version already exists (HTTP 412 on the retried put)")
+        return result
+
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", commit_then_report_a_conflict)
+
+    version = DeltaRsCommitter(table).rewrite(request)
+
+    assert version == request.read_version + 1
+    assert len(calls) == 1  # no second commit attempt
+    assert commit_of_run(table.history(0), "lost-response").version == version
+    assert all((Path(path) / f.path).exists() for f in staged)  # nothing the log references was deleted
+    assert _rows_and_files(spark, path) == (expected, True)
+
+
+def test_a_delta_rs_retry_whose_table_read_fails_deletes_only_unlanded_files(delta_spark, tmp_path: Path, monkeypatch):
+    """A concurrent append makes the first attempt lose; re-reading the table's files for the retry then
+    fails (a raw storage error). The log says the run did not land: the staged files go and the error
+    names the table, instead of escaping raw and leaving the files behind."""
+    from deltalake import DeltaTable
+
+    from optimizer.table.committer import DeltaRsCommitter
+
+    spark, path = delta_spark, str(tmp_path / "rs-retry-read")
+    _table(spark, path)
+    table = open_table(path)
+    request, staged = _staged(spark, table, "rs-retry-read")
+    read_adds = DeltaTable.get_add_actions
+    armed: list[bool] = []
+
+    def failing_after_the_race(self, *args, **kwargs):
+        if armed:
+            raise OSError("connection reset while listing the log")
+        return read_adds(self, *args, **kwargs)
+
+    def append_then_arm(_version: int) -> None:
+        if not armed:
+            appended = spark.range(900, 910).selectExpr("id", "cast(id % 13 as int) k")
+            appended.write.format("delta").mode("append").save(path)
+            armed.append(True)
+
+    monkeypatch.setattr(DeltaTable, "get_add_actions", failing_after_the_race)
+    with pytest.raises(errors.TableAccessError, match=re.escape(path)):
+        DeltaRsCommitter(table).rewrite(request, before_commit=append_then_arm)
+    monkeypatch.undo()
+
+    assert not any((Path(path) / f.path).exists() for f in staged)
+    assert spark.read.format("delta").load(path).count() == 610
+    assert commit_of_run(table.history(0), "rs-retry-read") is None
+
+
+@pytest.mark.parametrize("failing", ["latest", "_retry_basis"])
+def test_a_delta_retry_whose_table_read_fails_deletes_only_unlanded_files(
+    delta_spark, tmp_path: Path, monkeypatch, failing
+):
+    """Delta refuses the first attempt (a concurrent metadata change); reading the latest snapshot, or its
+    protocol and metadata, for the retry then fails with a raw error. The log says the run did not land:
+    the staged files go and a deltaopt error names the table."""
+    from optimizer.table import deltaspark
+    from optimizer.table.delta_engine import DeltaEngine
+
+    spark, path = delta_spark, str(tmp_path / f"delta-retry-{failing.strip('_')}")
+    _table(spark, path)
+    expected = fingerprint(spark.read.format("delta").load(path))
+    table = open_table(path)
+    request, staged = _staged(spark, table, f"delta-retry-{failing}")
+    raced: list[bool] = []
+
+    def alter_once(_version: int) -> None:
+        if not raced:
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('team' = 'sales')")
+            raced.append(True)
+
+    def unreadable(*_args, **_kwargs):
+        raise RuntimeError("py4j: the log store timed out")
+
+    committer = committer_for(table, spark)
+    if failing == "latest":
+        monkeypatch.setattr(DeltaEngine, "latest", unreadable)
+    else:
+        original = deltaspark._retry_basis
+        monkeypatch.setattr(deltaspark, "_retry_basis", lambda s: unreadable() if raced else original(s))
+    with pytest.raises(errors.TableAccessError, match=re.escape(path)):
+        committer.rewrite(request, before_commit=alter_once)
+    monkeypatch.undo()
+
+    assert not any((Path(path) / f.path).exists() for f in staged)
+    assert commit_of_run(table.history(0), f"delta-retry-{failing}") is None
+    assert _rows_and_files(spark, path) == (expected, True)

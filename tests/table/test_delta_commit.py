@@ -298,7 +298,7 @@ def test_kill_9_between_write_and_commit_leaves_the_table_as_it_was(delta_spark,
         ("gs://b/t", {}, "org.apache.spark.sql.delta", "GCS preconditions"),
         (
             "s3://b/t",
-            {"spark.delta.logStore.s3.impl": "io.delta.storage.S3DynamoDBLogStore"},
+            {"spark.delta.logStore.s3a.impl": "io.delta.storage.S3DynamoDBLogStore"},  # Delta commits to s3a://
             "org.apache.spark.sql.delta",
             "lock table 'delta_log'",
         ),

@@ -264,8 +264,7 @@ def test_deletion_vector_tables_are_read_only_through_delta(tmp_path):
         ("file:///data/t", {}, "local file system"),
         ("abfss://c@acct.dfs.core.windows.net/t", {}, "Azure conditional put"),
         ("gs://bucket/t", {}, "GCS preconditions"),
-        ("s3://bucket/t", {"AWS_S3_LOCKING_PROVIDER": "dynamodb"}, "DynamoDB lock table 'delta_log'"),
-        ("s3://bucket/t", {"aws_s3_locking_provider": "dynamodb", "DELTA_DYNAMO_TABLE_NAME": "locks"}, "'locks'"),
+        ("s3://bucket/t", {"conditional_put": "etag"}, "S3 conditional put (etag"),
         ("s3a://bucket/t", {"AWS_CONDITIONAL_PUT": "etag"}, "S3 conditional put (etag"),
     ],
 )
@@ -278,7 +277,8 @@ def test_stores_whose_commits_are_atomic_for_every_writer(uri, options, mechanis
 @pytest.mark.parametrize(
     ("uri", "options", "environ", "named"),
     [
-        ("s3://bucket/t", {}, {}, "AWS_S3_LOCKING_PROVIDER=dynamodb"),
+        ("s3://bucket/t", {}, {}, "AWS_CONDITIONAL_PUT=etag"),
+        ("s3://bucket/t", {"AWS_S3_LOCKING_PROVIDER": "dynamodb"}, {}, "has no effect in delta-rs"),
         ("s3://bucket/t", {"AWS_S3_ALLOW_UNSAFE_RENAME": "true"}, {}, "AWS_S3_ALLOW_UNSAFE_RENAME=true"),
         ("s3://bucket/t", {}, {"AWS_S3_ALLOW_UNSAFE_RENAME": "TRUE"}, "AWS_S3_ALLOW_UNSAFE_RENAME=true"),
         ("s3://bucket/t", {"AWS_S3_ALLOW_UNSAFE_RENAME": "true", "AWS_S3_LOCKING_PROVIDER": "dynamodb"}, {}, "UNSAFE"),

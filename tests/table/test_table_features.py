@@ -193,10 +193,10 @@ def test_a_liquid_table_gets_its_keys_from_the_features_and_delta_clusters_it(de
     assert before.features.clustered
 
     with pytest.raises(errors.UnsupportedTableError, match="none of the features"):
-        optimize(spark, table, FeatureSet.from_dict({"sop": ["k IN (1, 2)"]}), 16_000, snapshot=before)
+        optimize(spark, table, FeatureSet.from_dict({"sop": ["k IN (1, 2)"]}), 16_000, snapshot=before, liquid="set")
     assert table.snapshot().version == before.version  # refused before any change
     features = FeatureSet.from_dict({"z": ["id", "k + 1"], "sop": ["k IN (1, 2)"]})
-    result = optimize(spark, table, features, 16_000, snapshot=before)
+    result = optimize(spark, table, features, 16_000, snapshot=before, liquid="set")  # the user's keys: only asked
 
     assert result.dimensions == ("id",) and result.properties == {"clusterBy": "id"}
     assert "k + 1" in result.output["clustering"] and "SOP k IN (1, 2)" in result.output["clustering"]

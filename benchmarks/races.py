@@ -1,0 +1,405 @@
+"""Concurrent Delta operations landed in the middle of a deltaopt layout rewrite, on every commit path.
+
+    python -m benchmarks races [--full] [--ops DELETE,MERGE] [--paths delta-rs] [--control] [--report NAME]
+
+Each case copies a small base table made by delta-spark (600 rows: id, k, ts, ts_ntz, s, day, pt; row
+tracking, partitioned by a date or by a timestamp, or liquid-clustered) twice. On one copy the concurrent
+operation runs alone: the truth. On the other a real deltaopt OPTIMIZE (`optimizer.clustering.job.optimize`,
+a combined SOP + Z-order layout) runs and the operation lands, once, at the path's injection point:
+
+* **delta-spark** (Delta's transaction through py4j) and **delta-rs** (`spark.commit: delta-rs`): right
+  before the rewrite's first commit attempt, through the committer's ``before_commit`` (the job takes no
+  hook, so the harness wraps the committer the job asks `committer_for` for);
+* **delta-sql** (Delta's own OPTIMIZE on a liquid table, `optimizer.clustering.by_delta`): there is no
+  point inside Delta's OPTIMIZE (it writes and commits within one statement), so the mid-commit race is
+  not run; the operation lands at the one point deltaopt's own code has, after Delta's OPTIMIZE commits
+  and before deltaopt finds the run's commit by its tag (`by_delta.run_commits`; in trees before it, the
+  version was read as the newest one, `DeltaSql.latest`).
+
+Cases whose tables are partitioned by a timestamp run (the operation and the rewrite) in the session
+time zone America/Los_Angeles, the others in UTC; every table is read in both (`benchmarks.race_checks`).
+Outcomes: "committed, rows ok", "gave up cleanly" (`CommitConflictError`, no commit of the run), "FAIL:
+<what>" (rows, row ids, rendered timestamps, history, files left behind, the reported version, a failure
+before the commit), "not raced" (refused up front with `UnsupportedTableError`, or the operation refused).
+``--control`` runs the operation on both copies and no rewrite: every case must read "rows ok" (the
+checks are sound and the operations deterministic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from benchmarks import race_checks as rc
+from benchmarks.common import table, write_report
+from optimizer import errors
+from optimizer.features import FeatureSet, SopFeature, ZFeature
+from optimizer.table import open_table
+from optimizer.table.delta_engine import java_message
+from optimizer.table.rewrite import COMMIT_CONF
+
+PATHS = ("delta-spark", "delta-rs", "delta-sql")
+FEATURES = FeatureSet(
+    z=(ZFeature("k"), ZFeature("ts")), sop=(SopFeature("s LIKE '%7%'"),), sop_weights={"s LIKE '%7%'": 1.0}
+)
+TARGET_FILE_SIZE = 10_000  # the 600 rows (about 27 kB in 6 files) become about three files
+# (operation -> base table) per path: row tracking wherever the path can rewrite it, partitions by a
+# date and by a timestamp for some; CLUSTER BY needs an unpartitioned table
+DEFAULT = {
+    "delta-spark": {
+        **dict.fromkeys(rc.OPERATIONS, "rt"),
+        "UPDATE": "rt_by_pt",
+        "MERGE": "rt_by_day",
+        "INSERT": "rt_by_pt",
+        "enable row tracking": "plain_by_pt",
+    },
+    "delta-rs": {
+        **dict.fromkeys(rc.OPERATIONS, "plain"),
+        "UPDATE": "plain_by_pt",
+        "MERGE": "plain_by_day",
+        "INSERT": "plain_by_pt",
+    },
+    "delta-sql": dict.fromkeys(rc.OPERATIONS, "liquid_rt"),
+}
+FULL_SHAPES = {
+    "delta-spark": ("rt", "rt_by_day", "rt_by_pt", "dv_rt", "plain", "plain_by_pt"),
+    "delta-rs": ("plain", "plain_by_day", "plain_by_pt"),
+    "delta-sql": ("liquid_rt",),
+}
+
+
+NOT_RACED = {
+    "operation": "(every)",
+    "path": "delta-sql, inside Delta's OPTIMIZE",
+    "table": "liquid_rt",
+    "tz": "",
+    "outcome": "not raced: no injection point",
+    "detail": "Delta's OPTIMIZE writes and commits within one statement",
+    "s": 0.0,
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    operation: str
+    path: str
+    shape: str
+
+    @property
+    def tz(self) -> str:
+        """The session time zone of the race: Los Angeles where partition values are timestamps."""
+        return "America/Los_Angeles" if rc.SHAPES[self.shape].partition_by == "pt" else "UTC"
+
+    @property
+    def name(self) -> str:
+        return f"{self.operation} / {self.path} / {self.shape}"
+
+
+def cases(full: bool, operations: list[str] | None = None, paths: list[str] | None = None) -> list[Case]:
+    """The battery: one case per (operation, path), or with `full` every base table that suits both."""
+    chosen = []
+    for path in paths or PATHS:
+        for operation in operations or list(rc.OPERATIONS):
+            shapes = FULL_SHAPES[path] if full else (DEFAULT[path][operation],)
+            for shape in shapes:
+                if operation == "CLUSTER BY" and rc.SHAPES[shape].partition_by:
+                    continue  # Delta refuses clustering keys on a partitioned table
+                chosen.append(Case(operation, path, shape))
+    return chosen
+
+
+class Bases:
+    """Base tables under `root`, each created the first time a case asks for it."""
+
+    def __init__(self, spark: Any, root: Path) -> None:
+        self.spark, self.root, self.made = spark, root, set[str]()
+
+    def copy(self, shape: str, to: Path) -> str:
+        base = self.root / shape
+        if shape not in self.made:
+            rc.create(self.spark, rc.SHAPES[shape], str(base))
+            self.made.add(shape)
+        shutil.copytree(base, to)
+        return str(to)
+
+
+@dataclass
+class Landing:
+    """The concurrent operation, landed once when the injection point is first reached."""
+
+    spark: Any
+    operation: str
+    path: str
+    reached: bool = False
+    error: str | None = None
+
+    def __call__(self, _version: int = -1) -> None:
+        if self.reached:
+            return
+        self.reached = True
+        try:
+            rc.apply(self.spark, self.operation, self.path)
+        except Exception as err:  # reported as the case's failure, not raised into the rewrite
+            self.error = _line(err)
+
+
+class _Racing:
+    """A committer whose every rewrite first lands the operation (`before_commit` of the real one)."""
+
+    def __init__(self, inner: Any, landing: Landing) -> None:
+        self._inner, self._landing = inner, landing
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def rewrite(self, request: Any, *, before_commit: Any = None) -> int:
+        def land(version: int) -> None:
+            self._landing(version)
+            if before_commit is not None:
+                before_commit(version)
+
+        return int(self._inner.rewrite(request, before_commit=land))
+
+
+@contextmanager
+def injected(path: str, landing: Landing) -> Iterator[None]:
+    """The operation lands at `path`'s injection point while the block runs."""
+    import optimizer.clustering.by_delta as by_delta
+    import optimizer.clustering.job as job
+    from optimizer.table.delta_sql import DeltaSql
+
+    if path == "delta-sql":  # where deltaopt learns what Delta's OPTIMIZE committed (older trees: `latest`)
+        owner, name = (by_delta, "run_commits") if hasattr(by_delta, "run_commits") else (DeltaSql, "latest")
+        found = getattr(owner, name)
+
+        def after_optimize(*args: Any) -> Any:
+            landing()
+            return found(*args)
+
+        with mock.patch.object(owner, name, after_optimize):
+            yield
+        return
+    original = job.committer_for
+    with mock.patch.object(job, "committer_for", lambda t, s: _Racing(original(t, s), landing)):
+        yield
+
+
+@contextmanager
+def conf(spark: Any, key: str, value: str) -> Iterator[None]:
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        spark.conf.set(key, previous) if previous is not None else spark.conf.unset(key)
+
+
+@dataclass
+class Attempt:
+    """What the rewrite did: its run id, result or error, and whether the operation landed."""
+
+    run_id: str
+    landing: Landing
+    result: Any = None
+    error: BaseException | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def race(spark: Any, case: Case, race_path: str) -> Attempt:
+    """deltaopt's OPTIMIZE of `race_path` on `case.path` with the operation landing mid-run."""
+    from optimizer.clustering.job import optimize
+
+    attempt = Attempt(f"race-{uuid.uuid4().hex[:12]}", Landing(spark, case.operation, race_path))
+    commit = "delta-rs" if case.path == "delta-rs" else "auto"
+    with conf(spark, COMMIT_CONF, commit), injected(case.path, attempt.landing):
+        try:
+            attempt.result = optimize(spark, open_table(race_path), FEATURES, TARGET_FILE_SIZE, run_id=attempt.run_id)
+        except Exception as err:  # classified: a deltaopt error or a raw one
+            attempt.error = err
+    return attempt
+
+
+def run_case(spark: Any, bases: Bases, case: Case, work: Path, control: bool = False) -> dict[str, Any]:
+    """One case: the truth, the race, the checks; a row of the report."""
+    started = time.perf_counter()
+    label = f"{len(list(work.iterdir())):03d}"
+    race_path, truth = bases.copy(case.shape, work / f"{label}-race"), bases.copy(case.shape, work / f"{label}-truth")
+    start_version = open_table(race_path).snapshot().version
+    with conf(spark, rc.TZ_CONF, case.tz):
+        try:
+            rc.apply(spark, case.operation, truth)
+        except Exception as err:
+            return _row(case, f"not raced: Delta refuses the operation alone: {_line(err)}", started)
+        if control:
+            attempt = Attempt("control", Landing(spark, case.operation, race_path))
+            attempt.landing()
+        else:
+            attempt = race(spark, case, race_path)
+    try:
+        outcome, detail = classify(spark, case, (race_path, truth), start_version, attempt)
+    except Exception as err:  # the harness's own failure: said as such, never taken for a verdict
+        outcome, detail = f"HARNESS ERROR: {_line(err)}", ""
+    return _row(case, outcome, started, detail)
+
+
+def _row(case: Case, outcome: str, started: float, detail: str = "") -> dict[str, Any]:
+    seconds = round(time.perf_counter() - started, 1)
+    return {
+        "operation": case.operation,
+        "path": case.path,
+        "table": case.shape,
+        "tz": case.tz,
+        "outcome": outcome,
+        "detail": detail,
+        "s": seconds,
+    }
+
+
+def _line(err: BaseException) -> str:
+    """The error's class and the first line of its message (Java's own message for a py4j error)."""
+    return f"{type(err).__name__}: {(java_message(err).splitlines() or [''])[0][:200]}"
+
+
+def classify(spark: Any, case: Case, paths: tuple[str, str], start: int, attempt: Attempt) -> tuple[str, str]:
+    """The case's outcome from the history, the files and the rows (`race_checks`), and a detail: the
+    rewrite's error, or which version it committed after which operations."""
+    error = _line(attempt.error).replace(paths[0], "<table>") if attempt.error else ""
+    if not attempt.landing.reached:  # refused up front is an answer; any other failure before the commit is not
+        if attempt.error is None or isinstance(attempt.error, errors.UnsupportedTableError):
+            return "not raced: " + (error or "the run reached no commit"), ""
+        return f"FAIL: the run failed before its commit ({error})", ""
+    problems = history_problems(case, paths, start, attempt)
+    truth = open_table(paths[1])
+    tracked = truth.snapshot().features.row_tracking
+    history = open_table(paths[0]).history(start + 1)
+    others = [c for c in history if c.deltaopt.get("runId") != attempt.run_id]
+    same_versions = [c.version for c in others][:1] == [c.version for c in truth.history(start + 1)][:1]
+    expected = rc.read(spark, paths[1], tracked)
+    try:
+        actual = rc.read(spark, paths[0], tracked)
+    except Exception as err:  # a file the log references is gone, or a column the truth has is not there
+        problems.append(f"the raced table cannot be read: {_line(err)}")
+    else:
+        problems += rc.row_differences(spark, actual, expected, paths, same_versions)
+    ours = rc.run_commits(history, attempt.run_id)
+    detail = (error[:140] + "...") if len(error) > 140 else error or _committed(ours, others)
+    if problems and _ids_reassigned_as_documented(case, problems, ours):
+        return "committed, rows ok; row ids reassigned, tagged " + PRESERVED_TAG + "=false (documented)", detail
+    if problems:
+        return "FAIL: " + "; ".join(problems), detail
+    if ours:
+        return "committed, rows ok", detail
+    if isinstance(attempt.error, errors.CommitConflictError):
+        return "gave up cleanly", detail
+    if attempt.error is not None:
+        return f"gave up ({type(attempt.error).__name__}), rows ok", detail
+    return ("rows ok" if attempt.run_id == "control" else "nothing committed, rows ok"), detail
+
+
+PRESERVED_TAG = "delta.rowTracking.preserved"
+
+
+def _ids_reassigned_as_documented(case: Case, problems: list[str], ours: list[Any]) -> bool:
+    """Row tracking enabled while the rewrite ran: Delta's conflict checker lets the rewrite commit (as it
+    lets its own OPTIMIZE) and tags it `delta.rowTracking.preserved` false, and the rewritten rows get new
+    ids and row commit versions. docs/TABLE-FEATURES.md states exactly this outcome, so it is not a FAIL,
+    but only when every problem is about row ids or versions and the run's one commit carries the tag."""
+    about_ids = all(p.startswith(("row ids differ", "row commit versions differ")) for p in problems)
+    if case.operation != "enable row tracking" or not about_ids or len(ours) != 1:
+        return False
+    tags = ours[0].metadata.get("tags")
+    return isinstance(tags, dict) and str(tags.get(PRESERVED_TAG, "")).lower() == "false"
+
+
+def _committed(ours: list[Any], others: list[Any]) -> str:
+    """Where the run's commit sits among the others' (`v3 after DELETE v2`)."""
+    if not ours:
+        return ""
+    before = ", ".join(f"{c.operation} v{c.version}" for c in others if c.version < ours[0].version) or "nothing"
+    return f"the run's commit v{ours[0].version} after {before}"
+
+
+def history_problems(case: Case, paths: tuple[str, str], start: int, attempt: Attempt) -> list[str]:
+    """`race_checks.history_problems` of the attempt, and the operation failing mid-rewrite."""
+    reported = getattr(attempt.result, "version", None)
+    liquid = case.path == "delta-sql"
+    problems = rc.history_problems(paths, start, attempt.run_id, reported, attempt.error, liquid)
+    if attempt.landing.error:
+        problems.insert(0, f"the operation failed mid-rewrite: {attempt.landing.error}")
+    return problems
+
+
+def report(rows: list[dict[str, Any]], full: bool, control: bool) -> str:
+    """The report's body: the outcome table, its legend and what each path's injection point is."""
+    failed = sum(r["outcome"].startswith("FAIL") for r in rows)
+    summary = f"{len(rows)} case(s), {failed} FAIL, {sum(r['s'] for r in rows):.0f} s in all"
+    if any(r["path"] == "delta-sql" for r in rows):
+        rows = [*rows, NOT_RACED]
+    body = [
+        summary + (" (control: no rewrite)" if control else "") + (" (every base table)" if full else ""),
+        "",
+        table(list(rows[0]), [list(r.values()) for r in rows]),
+        "",
+        __doc__.split("\n\n", 2)[2].strip() if __doc__ else "",
+        "",
+        "Tables (`benchmarks/race_checks.py`): `rt*` have row tracking (row ids and row commit versions are "
+        "compared), `*_by_day` are partitioned by a date, `*_by_pt` by a timestamp, `liquid_rt` is clustered "
+        "by (k, ts) after it was written; `plain*` have no table feature (the delta-rs path refuses row "
+        "tracking up front).",
+    ]
+    return "\n".join(body)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks races")
+    parser.add_argument("--full", action="store_true", help="every suitable base table per (operation, path)")
+    parser.add_argument("--ops", default="", help="comma-separated operations (default: all)")
+    parser.add_argument("--paths", default="", help=f"comma-separated commit paths of {', '.join(PATHS)}")
+    parser.add_argument("--control", action="store_true", help="no rewrite: the operation on both copies")
+    parser.add_argument("--report", default="races")
+    args = parser.parse_args(argv)
+    from optimizer.config import SparkSettings
+    from optimizer.runtime import build_session
+
+    chosen = cases(args.full, _names(args.ops), _names(args.paths))
+    spark = build_session(SparkSettings(master="local[2]", shuffle_partitions=2, app_name="deltaopt-races"))
+    rows = run_all(spark, chosen, control=args.control)
+    command = "python -m benchmarks races " + " ".join(argv)
+    write_report(
+        args.report,
+        "Concurrent Delta operations raced against a layout rewrite",
+        report(rows, args.full, args.control),
+        command.strip(),
+    )
+
+
+def _names(text: str) -> list[str] | None:
+    return [n.strip() for n in text.split(",") if n.strip()] or None
+
+
+def run_all(spark: Any, chosen: list[Case], control: bool = False) -> list[dict[str, Any]]:
+    """Every case in one session, tables under a temporary directory (removed after); rows printed as
+    they end."""
+    import optimizer.clustering.job  # noqa: F401  (a tree that does not import fails here, before any table is made)
+
+    rc.prepare_sources(spark)
+    work = Path(tempfile.mkdtemp(prefix="deltaopt-races-"))
+    try:
+        bases, runs = Bases(spark, work / "bases"), work / "runs"
+        runs.mkdir()
+        rows = []
+        for case in chosen:
+            rows.append(run_case(spark, bases, case, runs, control))
+            print(" | ".join(str(v) for v in rows[-1].values()), flush=True)
+        return rows
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,253 @@
+"""The delta-rs commit protocol of `optimizer.table.deltars.DeltaRsTable`: layout rewrites, appends, the
+first commit and property changes, all through ``deltalake``'s transactions (never hand-written JSON).
+
+Layout rewrites follow the conflict rule of docs/ARCHITECTURE.md (contract 4): commit with
+``max_commit_retries=0`` against the exact version the rewrite was planned on; on conflict reload, check
+that the table is unchanged (`optimizer.table.rewrite.RetryBasis`) and every file it removes still active
+(same path and size), and only then try again at the new version. Otherwise it gives up with
+`CommitConflictError`, deletes what it staged, and commits nothing, so racing rewrites can neither
+duplicate nor lose rows. ``RemoveAction`` cannot carry a deletion vector: tables allowing them are refused.
+
+A reported conflict is not proof that nothing landed: on S3 a conditional put can succeed, lose its
+response, and be retried into a 412, so delta-rs raises ``CommitFailedError`` for a commit that is in
+the log. Every failed attempt is therefore settled from the log by the run id (`outcome_after_failure`)
+before anything else: a commit that landed is the rewrite's result; a log that cannot be read keeps every
+file (`CommitOutcomeUnknownError`). Staged files are deleted on a retry path only after the log showed
+that the last attempt did not land, and no attempt has been made since.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
+
+from optimizer import errors
+from optimizer.table.access import CUSTOM_METADATA_KEY, DataFile, Snapshot, StagedFile
+from optimizer.table.deltars_log import data_files, retry_basis_of, table_features_of
+from optimizer.table.protocol import check_rewritable
+from optimizer.table.rewrite import RetryBasis, check_retry_basis, check_rewrite, check_staged, outcome_after_failure
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+    from optimizer.table.deltars import DeltaRsTable
+
+log = logging.getLogger(__name__)
+
+REWRITE_ATTEMPTS = 5
+
+_View = tuple["DeltaTable", tuple[int, RetryBasis], dict[str, DataFile]]  # an attempt's table, basis, active files
+
+
+def rewrite(
+    table: DeltaRsTable,
+    read_version: int,
+    remove: Sequence[DataFile],
+    add: Sequence[StagedFile],
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    before_commit: Callable[[int], None] | None = None,
+) -> int:
+    """Atomically replace `remove` with `add` (``dataChange=false``), planned at `read_version`: the
+    contract of `DeltaRsTable.rewrite`. Returns the committed version (the run's, read back from the log
+    when an attempt reported failure after landing)."""
+    check_rewrite(table, remove, add)
+    table.commit_safety()
+    version: int | None = read_version
+    planned: tuple[int, RetryBasis] | None = None
+    for attempt in range(REWRITE_ATTEMPTS):
+        log_table, now, active = _read_attempt(table, version, add)
+        planned = _unchanged(table, log_table, planned, now, add)
+        _still_active(table, remove, active, add, first=attempt == 0, read_version=read_version)
+        stamp = int(time.time() * 1000)
+        actions: list[AddAction | RemoveAction] = [_add_action(f, data_change=False) for f in add]
+        actions += [_remove_action(f, stamp, active[f.path]) for f in remove]
+        if before_commit is not None:
+            before_commit(now[0])
+        landed_at = _commit_once(table, log_table, actions, metadata, add)
+        if landed_at is not None:
+            return landed_at
+        log.info("rewrite of %s planned at v%d lost a race at v%d; re-checking", table.uri, read_version, now[0])
+        version = None  # a retry starts from the latest version
+    table.discard(add)  # the last attempt's conflict was settled from the log: it did not land
+    raise errors.CommitConflictError(
+        f"{table.uri} kept changing: gave up after {REWRITE_ATTEMPTS} attempts; nothing was committed"
+    )
+
+
+def _read_attempt(table: DeltaRsTable, version: int | None, add: Sequence[StagedFile]) -> _View:
+    """The table an attempt commits against (`version`; None: the latest, for a retry), its `RetryBasis`
+    and active files. A failed read deletes the staged files and names the table: nothing of this run
+    can be in the log (before the first attempt; or on a retry, whose lost attempt the log settled)."""
+    try:
+        log_table = table.delta_table(version)
+        return log_table, (log_table.version(), retry_basis_of(log_table)), {f.path: f for f in data_files(log_table)}
+    except (errors.TableAccessError, DeltaError, OSError, ValueError) as err:
+        table.discard(add)
+        raise errors.TableAccessError(
+            f"cannot read {table.uri} (version {'latest' if version is None else version}) to commit the "
+            f"rewrite: {err}; nothing was committed"
+        ) from err
+
+
+def _unchanged(
+    table: DeltaRsTable,
+    log_table: DeltaTable,
+    planned: tuple[int, RetryBasis] | None,
+    now: tuple[int, RetryBasis],
+    add: Sequence[StagedFile],
+) -> tuple[int, RetryBasis]:
+    """The table's `RetryBasis` as planned on. First attempt (`planned` None): the table must be one
+    delta-rs can rewrite (no deletion vectors, whose descriptors its removes cannot carry; no column
+    mapping, row tracking or liquid clustering). A retry: the table must be unchanged since, or the
+    rewrite gives up (`check_retry_basis`). Either refusal deletes what was staged."""
+    if planned is not None:
+        check_retry_basis(table, planned, now, add)
+        return planned
+    try:
+        check_rewritable(table_features_of(log_table), table.uri, delta_engine=False)
+    except errors.UnsupportedTableError:
+        table.discard(add)
+        raise
+    return now
+
+
+def _still_active(
+    table: DeltaRsTable,
+    remove: Sequence[DataFile],
+    active: Mapping[str, DataFile],
+    add: Sequence[StagedFile],
+    *,
+    first: bool,
+    read_version: int,
+) -> None:
+    """Every file to remove must still be `active` (same size); otherwise the staged files are deleted
+    and the rewrite refused: invalid on the first attempt, a lost race after a concurrent commit removed
+    them. Path and size identify a file here because no file has a deletion vector (`_unchanged`: the
+    protocol allows none, then and since)."""
+    gone = [f.path for f in remove if f.path not in active or active[f.path].size != f.size]
+    if not gone:
+        return
+    table.discard(add)
+    if first:
+        raise errors.RewriteValidationError(
+            f"files to remove are not active in {table.uri} at version {read_version}: {gone[:5]}"
+        )
+    raise errors.CommitConflictError(
+        f"a concurrent commit removed {len(gone)} of the files this rewrite replaces "
+        f"(e.g. {gone[0]}); nothing was committed"
+    )
+
+
+def _commit_once(
+    table: DeltaRsTable,
+    log_table: DeltaTable,
+    actions: list[AddAction | RemoveAction],
+    metadata: Mapping[str, Any] | None,
+    add: Sequence[StagedFile],
+) -> int | None:
+    """One commit attempt with no automatic retries: the version it committed, or None when the log shows
+    it did not land (a concurrent commit won; the caller re-checks). Every failure is settled by the log
+    (`outcome_after_failure`), a ``CommitFailedError`` too: the run's commit may be there although the
+    store reported a conflict. A landed commit is returned; an unreadable log keeps every file
+    (`CommitOutcomeUnknownError`); any other failure that did not land deletes what was staged."""
+    read_version, run_id = log_table.version(), (metadata or {}).get("runId")
+    try:
+        log_table.create_write_transaction(
+            actions,
+            mode="append",
+            schema=log_table.schema(),
+            partition_by=list(log_table.metadata().partition_columns) or None,
+            commit_properties=CommitProperties(custom_metadata=custom_metadata(metadata), max_commit_retries=0),
+        )
+    except CommitFailedError as err:
+        return outcome_after_failure(table, run_id, read_version, err)
+    except (DeltaError, OSError, ValueError) as err:
+        landed_at = outcome_after_failure(table, run_id, read_version, err)
+        if landed_at is not None:
+            return landed_at
+        table.discard(add)
+        raise errors.TableAccessError(f"rewrite of {table.uri} failed: {err}") from err
+    return read_version + 1
+
+
+def append(
+    table: DeltaRsTable, staged: Sequence[StagedFile], snapshot: Snapshot, metadata: Mapping[str, Any] | None = None
+) -> int:
+    """Commit `staged` as new data (``dataChange=true``): the contract of `DeltaRsTable.append`."""
+    table.commit_safety()
+    check_staged(table, staged)
+    log_table = table.delta_table()
+    if log_table.version() != snapshot.version:
+        staged_for = (snapshot.version, retry_basis_of(table.delta_table(snapshot.version)))
+        check_retry_basis(table, staged_for, (log_table.version(), retry_basis_of(log_table)), staged)
+    try:
+        log_table.create_write_transaction(
+            [_add_action(f, data_change=True) for f in staged],
+            mode="append",
+            schema=log_table.schema(),
+            partition_by=list(snapshot.partition_columns) or None,
+            commit_properties=CommitProperties(custom_metadata=custom_metadata(metadata), max_commit_retries=10),
+        )
+    except (DeltaError, OSError, ValueError) as err:
+        raise errors.TableAccessError(f"append to {table.uri} failed: {err}") from err
+    return table.delta_table().version()
+
+
+def create(
+    table: DeltaRsTable, draft: Snapshot, staged: Sequence[StagedFile], metadata: Mapping[str, Any] | None
+) -> None:
+    """The first commit of a table described by `draft` (schema, partitioning, properties) with `staged`
+    as its data; a failure deletes the files and raises `TableAccessError`."""
+    from deltalake import Schema
+
+    try:
+        create_table_with_add_actions(
+            table.uri,
+            Schema.from_json(draft.schema_json),
+            [_add_action(f, data_change=True) for f in staged],
+            mode="error",
+            partition_by=list(draft.partition_columns) or None,
+            configuration=dict(draft.configuration),
+            storage_options=table.storage_options or None,
+            commit_properties=CommitProperties(custom_metadata=custom_metadata(metadata)),
+        )
+    except (DeltaError, OSError, ValueError) as err:
+        table.discard(staged)
+        raise errors.TableAccessError(f"cannot create Delta table at {table.uri}: {err}") from err
+
+
+def set_properties(
+    table: DeltaRsTable, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None
+) -> None:
+    """Set table properties in one commit (Delta's SET TBLPROPERTIES)."""
+    try:
+        table.delta_table().alter.set_table_properties(
+            dict(properties), commit_properties=CommitProperties(custom_metadata=custom_metadata(metadata))
+        )
+    except (DeltaError, OSError, ValueError) as err:
+        raise errors.TableAccessError(f"cannot set table properties of {table.uri}: {err}") from err
+
+
+def _add_action(f: StagedFile, data_change: bool) -> AddAction:
+    return AddAction(f.path, f.size, dict(f.partition_values), int(time.time() * 1000), data_change, f.stats_json)
+
+
+def _remove_action(f: DataFile, now: int, active: DataFile) -> RemoveAction:
+    """Decoded: delta-rs encodes what it writes, so a log path holding ``%`` (a partition value, a clone's
+    source) given as it is would remove no active file, and the rewrite would duplicate its rows."""
+    return RemoveAction(unquote(f.path), False, now, f.size, dict(active.partition_values))
+
+
+def custom_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Our commit metadata travels under one key so it never collides with commitInfo fields."""
+    if not metadata:
+        return None
+    return {CUSTOM_METADATA_KEY: json.loads(json.dumps(metadata, default=str))}
