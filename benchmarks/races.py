@@ -20,7 +20,9 @@ Cases whose tables are partitioned by a timestamp run (the operation and the rew
 time zone America/Los_Angeles, the others in UTC; every table is read in both (`benchmarks.race_checks`).
 Outcomes: "committed, rows ok", "gave up cleanly" (`CommitConflictError`, no commit of the run), "FAIL:
 <what>" (rows, row ids, rendered timestamps, history, files left behind, the reported version, a failure
-before the commit), "not raced" (refused up front with `UnsupportedTableError`, or the operation refused).
+before the commit), "not raced" (refused up front with `UnsupportedTableError`, or the operation refused),
+and one documented outcome: row tracking enabled mid-rewrite lets the rewrite commit with new row ids,
+tagged ``delta.rowTracking.preserved=false`` as Delta's own OPTIMIZE (docs/TABLE-FEATURES.md).
 ``--control`` runs the operation on both copies and no rewrite: every case must read "rows ok" (the
 checks are sound and the operations deterministic).
 """

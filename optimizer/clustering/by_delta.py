@@ -89,7 +89,16 @@ def apply_with_delta(
         done.update(_liquid_keys(delta, table.uri, keys, left, liquid))
         if liquid == "suggest":  # the table is left exactly as it is
             return None, {**done, "files_in": 0, "files_out": 0, "bytes_in": 0, "bytes_out": 0, "engine": None}
-    result, commits = _optimize(delta, table, [] if clustered else keys, tag, read_version)
+    try:
+        result, commits = _optimize(delta, table, [] if clustered else keys, tag, read_version)
+    except TableAccessError as error:
+        if done.get("keys_changed"):  # the CLUSTER BY committed: the failure must not read as "nothing changed"
+            raise type(error)(
+                f"{error}; the clustering keys of {table.uri} were already changed from "
+                f"({', '.join(done['keys_before']) or 'none'}) to ({', '.join(done['keys'])}) (liquid: set), "
+                "and stay changed"
+            ) from error
+        raise
     done.update(
         files_in=result.files_in,
         files_out=result.files_out,

@@ -42,6 +42,7 @@ class StatsSpec:
     ranges: tuple[tuple[str, str], ...]  # (expression, Spark type name)
     sop: tuple[str, ...]  # predicates, in bit order
     keys: tuple[tuple[str, str], ...] = ()  # (key column, Spark type name)
+    zone: str | None = None  # the session zone Spark computes them in (`skipping.zones`)
 
     @property
     def key_types(self) -> dict[str, str]:
@@ -80,13 +81,14 @@ class StatsSpec:
         bits = "".join("1" if row[f"__sop_{i}"] else "0" for i in range(len(self.sop)))
         found = {column: key_set(type_name, row[f"__xkeys_{i}"]) for i, (column, type_name) in enumerate(self.keys)}
         keys = {column: values for column, values in found.items() if values is not None}
-        return ExtendedStats(run_id, ranges, self.sop, bits, float_max_includes_nan=True, key_sets=keys)
+        return ExtendedStats(run_id, ranges, self.sop, bits, float_max_includes_nan=True, key_sets=keys, zone=self.zone)
 
 
 def stats_spec(frame: DataFrame, features: FeatureSet, plain_with_stats: set[str]) -> StatsSpec:
     """The statistics to keep for `features` on `frame`'s schema: ranges only of expressions whose type
-    has min/max (`has_minmax`, as Delta's own statistics). Raises `ClusteringError` naming a feature
-    that is not allowed, that Spark cannot evaluate, or a Z feature whose type has no order."""
+    has min/max (`has_minmax`, as Delta's own statistics), computed in the zone of `frame`'s session.
+    Raises `ClusteringError` naming a feature that is not allowed, that Spark cannot evaluate, or a Z
+    feature whose type has no order."""
     expressions = [
         f.expression
         for f in (*features.z, *features.z_add)
@@ -101,7 +103,8 @@ def stats_spec(frame: DataFrame, features: FeatureSet, plain_with_stats: set[str
     # (the dimension filters reach the files as key lists, `optimizer.joins`)
     wanted = dict.fromkeys([*listed_columns(sop), *(j.fact_column for j in features.joined)])
     keys = tuple(schema[c] for c in wanted if c in schema and schema[c][1] in KEY_TYPES)
-    return StatsSpec(tuple(ranged), sop, keys)
+    zone = frame.sparkSession.conf.get("spark.sql.session.timeZone", None)  # what HOUR(ts) etc. are read in
+    return StatsSpec(tuple(ranged), sop, keys, zone)
 
 
 # Types Spark cannot sort, wherever they occur in a type's simpleString (a field named so is followed by ":")

@@ -94,6 +94,7 @@ class ExtendedStats:
     float_max_includes_nan: bool = True  # our writer's float maxima account for NaN
     key_sets: Mapping[str, frozenset[Any]] = field(default_factory=dict)  # key column -> every non-NULL value
     joined: tuple[JoinedRanges, ...] = ()
+    zone: str | None = None  # session zone `ranges` and the SOP bits were computed in (None: unknown)
 
     def sop_bit(self, predicate_sql: str) -> bool | None:
         try:
@@ -162,6 +163,7 @@ def to_json(stats: ExtendedStats, key_types: Mapping[str, str] | None = None, si
         "ranges": {expr: _range_json(r) for expr, r in stats.ranges.items()},
         "sop": {"features": list(stats.sop_features), "bits": stats.sop_bits},
         "nanAwareMax": stats.float_max_includes_nan,
+        **({"zone": stats.zone} if stats.zone is not None else {}),
     }
     if key_types:
         document["keys"] = {
@@ -245,6 +247,7 @@ def from_json(document: Mapping[str, Any]) -> ExtendedStats:
         float_max_includes_nan=bool(document.get("nanAwareMax", False)),
         key_sets=_decode_keys(document),
         joined=_decode_joined(document),
+        zone=str(document["zone"]) if document.get("zone") is not None else None,
     )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from optimizer.skipping.extended import STRING_PREFIX, ExtendedStats, location_key
@@ -49,6 +50,22 @@ class FileStats:
     # (fact column, dimension location, key) -> attribute -> bounds over the joined dimension rows; only
     # ranges recorded at the dimension's version the scan reads (`skipping.joined`)
     joined: Mapping[tuple[str, str, str], Mapping[str, Bounds]] = field(default_factory=dict)
+    # the session zone `expressions` and `sop` were computed in (None: unknown, so no zone-dependent
+    # query uses them: `skipping.zones`)
+    zone: str | None = None
+
+    def column_family(self, path: str) -> str | None:
+        """The type family of a lower-cased dotted column path: from Delta's columns, else from a range
+        the extended statistics keep of it (the estimate's helper columns); None when unknown."""
+        bounds = self.columns.get(path) or self.expressions.get(path)
+        return bounds.family if bounds is not None else None
+
+    @cached_property
+    def string_expressions(self) -> frozenset[str]:
+        """Columns and expressions known to hold strings: only their constants compare as text
+        (`implication.implies`)."""
+        known = (*self.columns.items(), *self.expressions.items())
+        return frozenset(name for name, bounds in known if bounds.family == "string")
 
 
 def column_bounds(type_name: str, low: Any, high: Any, nulls: int | None, nan_aware: bool) -> Bounds:
@@ -98,7 +115,8 @@ def file_stats(
             )
         sop = {f: bit == "1" for f, bit in zip(extended.sop_features, extended.sop_bits, strict=True)}
     joined = _joined_bounds(extended, versions or {})
-    return FileStats(data_file.path, data_file.num_records, columns, expressions, sop, keys, joined)
+    zone = extended.zone if extended is not None else None
+    return FileStats(data_file.path, data_file.num_records, columns, expressions, sop, keys, joined, zone)
 
 
 def _joined_bounds(

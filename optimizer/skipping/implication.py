@@ -13,7 +13,9 @@ thesis matched q and f by exact text; beyond that, provably stricter forms on th
   q1 OR q2 implies f if both do; q implies f1 AND f2 if it implies both.
 
 Constants are compared only within one type family (`values.literal_family`); otherwise no
-implication is claimed, which keeps the file.
+implication is claimed, which keeps the file. A quoted constant is compared as text only on an
+expression known to hold strings: on a TIMESTAMP or DATE column ``'2024-01-05 00:00:00'`` sorts after
+``'2024-01-05'`` but is the same instant, and ``'2024-1-5'`` after ``'2024-01-10'``.
 """
 
 from __future__ import annotations
@@ -87,9 +89,11 @@ def value_set(node: exp.Expr) -> ValueSet | None:
     return None
 
 
-def _subset(q: ValueSet, f: ValueSet) -> bool:
+def _subset(q: ValueSet, f: ValueSet, strings: frozenset[str]) -> bool:
     if q.expression != f.expression or q.family != f.family or q.family == "other":
         return False
+    if q.family == "string" and q.prefix is None and not {q.expression, q.expression.lower()} & strings:
+        return False  # quoted constants on a column that may not hold strings: their text order says nothing
     try:
         if q.prefix is not None:
             return f.prefix is not None and q.prefix.startswith(f.prefix)
@@ -108,21 +112,22 @@ def _subset(q: ValueSet, f: ValueSet) -> bool:
         return False
 
 
-def implies(q: exp.Expr, f: exp.Expr) -> bool:
-    """True only when every row satisfying `q` satisfies `f`."""
+def implies(q: exp.Expr, f: exp.Expr, strings: frozenset[str] = frozenset()) -> bool:
+    """True only when every row satisfying `q` satisfies `f`; `strings` are the rendered expressions
+    (lower-cased columns) known to hold strings, the only ones whose quoted constants compare as text."""
     q, f = q.unnest(), f.unnest()
     if rendered(q) == rendered(f):
         return True
     if isinstance(f, exp.Or):
-        return any(implies(q, part) for part in f.flatten())
+        return any(implies(q, part, strings) for part in f.flatten())
     if isinstance(q, exp.And):
-        return any(implies(part, f) for part in q.flatten())
+        return any(implies(part, f, strings) for part in q.flatten())
     if isinstance(q, exp.Or):
-        return all(implies(part, f) for part in q.flatten())
+        return all(implies(part, f, strings) for part in q.flatten())
     if isinstance(f, exp.And):
-        return all(implies(q, part) for part in f.flatten())
+        return all(implies(q, part, strings) for part in f.flatten())
     qs, fs = _value_set(q), _value_set(f)
-    return qs is not None and fs is not None and _subset(qs, fs)
+    return qs is not None and fs is not None and _subset(qs, fs, strings)
 
 
 def _value_set(node: exp.Expr) -> ValueSet | None:

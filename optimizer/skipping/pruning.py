@@ -29,6 +29,7 @@ from sqlglot import exp
 from optimizer.skipping.filestats import Bounds, FileStats
 from optimizer.skipping.implication import implies
 from optimizer.skipping.values import NULL, ZONE_META, Span, Unknown, constant
+from optimizer.skipping.zones import same_zone, zone_dependent
 from querylog.predicates.normalize import FLIPPED, SAFE_PASSES, normalize_conjuncts, parse_canonical, sql
 from querylog.predicates.parse import parse_condition
 from querylog.predicates.tree import column_path, is_constant, rendered
@@ -97,21 +98,32 @@ def _evaluate(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
 
 
 def _excluded_by_sop(node: exp.Expr, stats: FileStats) -> bool:
-    """Some feature with bit 0 in this file is implied by `node`."""
-    if not stats.sop:
+    """Some feature with bit 0 in this file is implied by `node`. The bits were computed in the zone
+    the statistics record: a node whose meaning depends on the zone uses them only in that zone."""
+    if not stats.sop or _zone_differs(node, stats):
         return False
     text = rendered(node)
     if stats.sop.get(text) is False:
         return True
-    implied: dict[str, bool] = node.meta.setdefault("deltaopt.implies", {})  # per query node and feature
+    # per query node, feature and the file's string-typed expressions (text order is theirs alone)
+    implied: dict[tuple[str, frozenset[str]], bool] = node.meta.setdefault("deltaopt.implies", {})
+    strings = stats.string_expressions
     for feature, bit in stats.sop.items():
         if bit:
             continue
-        if feature not in implied:
-            implied[feature] = implies(node, _feature(feature))
-        if implied[feature]:
+        key = (feature, strings)
+        if key not in implied:
+            implied[key] = implies(node, _feature(feature), strings)
+        if implied[key]:
             return True
     return False
+
+
+def _zone_differs(node: exp.Expr, stats: FileStats) -> bool:
+    """`node` depends on the session zone and the file's statistics were not computed in the query's."""
+    if same_zone(node.meta.get(ZONE_META), stats.zone):
+        return False
+    return zone_dependent(node, stats.column_family)
 
 
 @lru_cache(maxsize=4096)
@@ -121,11 +133,12 @@ def _feature(text: str) -> exp.Expr:
 
 def _bounds(expression: exp.Expr, stats: FileStats) -> Bounds | None:
     """Bounds of a plain (or struct) column from Delta statistics, else of an expression from the
-    extended statistics."""
+    extended statistics where it means the same in the query's zone as in theirs."""
     path = column_path(expression)
     if path is not None and ".".join(path) in stats.columns:
         return stats.columns[".".join(path)]
-    return stats.expressions.get(rendered(expression))
+    bounds = stats.expressions.get(rendered(expression))
+    return None if bounds is None or _zone_differs(expression, stats) else bounds
 
 
 def _all_null(bounds: Bounds, rows: int | None) -> bool:

@@ -15,7 +15,9 @@ That setting is the session's, not the statement's (Delta's OPTIMIZE takes user 
 else, and a Spark Connect session cannot be forked), and every commit the session makes while it is set
 carries it. So the commands that commit (OPTIMIZE, CLUSTER BY) hold one lock from setting the tag to
 restoring it (`_COMMITTING`): two jobs of the service's worker pool on one session run them one after
-the other, each commit with its own run's tag, instead of the second tag replacing the first mid-command.
+the other, each commit with its own run's tag, instead of the second tag replacing the first mid-command;
+a job that waits logs whose command it waits for and gives up, nothing committed, after
+`COMMIT_WAIT_SECONDS`.
 Commits of other kinds the session makes meanwhile (another table's ``ALTER TABLE ... SET TBLPROPERTIES``)
 carry the tag too; only an ``OPTIMIZE`` commit's user metadata is read as deltaopt's (`Commit.deltaopt`).
 
@@ -25,8 +27,10 @@ Statements are rendered by sqlglot from identifiers (`optimizer.table.locations.
 from __future__ import annotations
 
 import json
+import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +46,36 @@ if TYPE_CHECKING:
 
     from optimizer.table.access import Commit, TableAccess
 
+log = logging.getLogger(__name__)
+
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # held by a command that commits from tagging the session to restoring it: the tag is session-wide
 _COMMITTING = threading.Lock()
+_holder: list[str] = [""]  # who holds `_COMMITTING` ("run X's OPTIMIZE of T"), for the jobs waiting on it
+# how long a job waits for another's command to finish with the session: an hours-long OPTIMIZE (or a
+# stalled Connect stream) must not park every other job's worker silently and forever
+COMMIT_WAIT_SECONDS = 3600.0
+
+
+@contextmanager
+def _committing(what: str, uri: str) -> Iterator[None]:
+    """Hold `_COMMITTING` as `what` (logged to the jobs waiting). A busy lock is logged (INFO) with its
+    holder; after `COMMIT_WAIT_SECONDS` the job fails with `TableAccessError` naming the holder, before
+    anything of its own is committed."""
+    if not _COMMITTING.acquire(blocking=False):
+        holder = _holder[0] or "another job's command"
+        log.info("%s is waiting for %s (one command commits at a time on the session)", what, holder)
+        if not _COMMITTING.acquire(timeout=COMMIT_WAIT_SECONDS):
+            raise TableAccessError(
+                f"{uri}: gave up after {COMMIT_WAIT_SECONDS:.0f}s waiting for {_holder[0] or holder} to finish "
+                "with the session's commit tag; nothing was committed"
+            )
+    _holder[0] = what
+    try:
+        yield
+    finally:
+        _holder[0] = ""
+        _COMMITTING.release()
 
 
 @dataclass(frozen=True)
@@ -87,7 +118,7 @@ class DeltaSql:
     def cluster_by(self, keys: Sequence[str]) -> None:
         """``ALTER TABLE ... CLUSTER BY``: a commit, so not while another job's tag is the session's."""
         columns = ", ".join(exp.to_identifier(k, quoted=True).sql("spark") for k in keys)
-        with _COMMITTING:
+        with _committing(f"the CLUSTER BY of {self.uri}", self.uri):
             self._run(f"ALTER TABLE {self.name} CLUSTER BY ({columns})")
 
     def optimize(self, zorder_by: Sequence[str], tag: Mapping[str, Any]) -> CommandResult:
@@ -99,22 +130,33 @@ class DeltaSql:
         if zorder_by:
             statement += " ZORDER BY (" + ", ".join(exp.to_identifier(c, quoted=True).sql("spark") for c in zorder_by)
             statement += ")"
-        with _COMMITTING:
+        with _committing(f"run {tag.get('runId')}'s OPTIMIZE of {self.uri}", self.uri):
             previous = self.spark.conf.get(USER_METADATA_CONF, None)
             self.spark.conf.set(USER_METADATA_CONF, json.dumps({CUSTOM_METADATA_KEY: dict(tag)}, separators=(",", ":")))
             try:
                 metrics = self._metrics(statement)
             finally:
-                if previous is None:
-                    self.spark.conf.unset(USER_METADATA_CONF)
-                else:
-                    self.spark.conf.set(USER_METADATA_CONF, previous)
+                self._restore(previous)
         return CommandResult(
             int(metrics.get("numFilesRemoved") or 0),
             int(metrics.get("numFilesAdded") or 0),
             _total(metrics.get("filesRemoved")),
             _total(metrics.get("filesAdded")),
         )
+
+    def _restore(self, previous: str | None) -> None:
+        """Put the session's user metadata back, best effort: on a dropped connection this fails too, and
+        raising here would hide the command's own error, from which the caller settles whether Delta
+        committed (`by_delta._optimize` reads the log)."""
+        try:
+            if previous is None:
+                self.spark.conf.unset(USER_METADATA_CONF)
+            else:
+                self.spark.conf.set(USER_METADATA_CONF, previous)
+        except Exception as err:
+            log.warning(
+                "could not restore the session's %s after OPTIMIZE of %s: %s", USER_METADATA_CONF, self.uri, err
+            )
 
     def _metrics(self, statement: str) -> dict[str, Any]:
         """Run OPTIMIZE and read its metrics row; a failure reading them (a Connect stream dropped after

@@ -12,6 +12,7 @@ statistics under the key ``"deltaopt"``. Nothing is committed here; the AddFile 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from optimizer.table.access import Snapshot, TableAccess
+
+# Delta's form of a timestamp partition value (`staging.delta_timestamp`): the instant in UTC, ISO 8601
+_UTC_ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
 def stage_with_delta(
@@ -128,12 +132,31 @@ def _exact_timestamps(
         directories = directory_values(unquote(str(action.path())))
         values = dict(logged)
         for k, v in logged.items():
+            if k not in timestamps or v is None:
+                continue
             directory = directories.get(k)
-            # no directory names it (a random prefix): Delta's value; the job's row check then judges it
-            if k in timestamps and v is not None and directory is not None:
+            if directory is None:  # a random prefix: Delta's value, only in the replaced files' form
+                _check_undirected(k, v, kept, snapshot.features.logical_names)
+            else:
                 values[k] = spelled(k, _instant(engine, zone, zone_name, directory), kept)
         exact.append(action if values == logged else _with_partition_values(engine, action, values))
     return exact
+
+
+def _check_undirected(column: str, value: str, kept: KeptSpellings, logical_names: Mapping[str, str]) -> None:
+    """A timestamp partition value no directory names (random file prefixes), as Delta's writer logged
+    it: kept only in the form the replaced files hold, Delta's UTC ISO one, whose instant the job's row
+    check then judges. Zone-less spellings to keep (`kept`, physical names), or a zone-less value Delta
+    logged (``write.utcTimestampPartitionValues`` off), would be a respelling that moves the rows for
+    readers in other zones while the check, reading in the session's zone, passes: refused, nothing is
+    committed (the caller discards the files)."""
+    if kept.get(column) or not _UTC_ISO.match(value):
+        name = logical_names.get(column, column)
+        raise errors.RewriteValidationError(
+            f"timestamp partition column {name}: no directory names the value Delta's writer logged "
+            f"({value!r}; random file prefixes), so its spelling in the replaced files cannot be kept; "
+            "nothing was committed"
+        )
 
 
 def _instant(engine: DeltaEngine, zone: Any, zone_name: str, directory: str) -> datetime:

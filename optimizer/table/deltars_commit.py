@@ -10,10 +10,12 @@ duplicate nor lose rows. ``RemoveAction`` cannot carry a deletion vector: tables
 
 A reported conflict is not proof that nothing landed: on S3 a conditional put can succeed, lose its
 response, and be retried into a 412, so delta-rs raises ``CommitFailedError`` for a commit that is in
-the log. Every failed attempt is therefore settled from the log by the run id (`outcome_after_failure`)
-before anything else: a commit that landed is the rewrite's result; a log that cannot be read keeps every
-file (`CommitOutcomeUnknownError`). Staged files are deleted on a retry path only after the log showed
-that the last attempt did not land, and no attempt has been made since.
+the log. Every failed attempt is therefore settled from the log by the run id (`outcome_after_failure`;
+a rewrite without one is refused up front) before anything else: a commit that landed is the rewrite's
+result; a log that cannot be read keeps every file (`CommitOutcomeUnknownError`). Only a definite refusal
+(``CommitFailedError`` not caused by the store) that the log does not show lets a retry go on; any other
+error may still land (a timed-out PUT), so it keeps every file (`CommitOutcomeUnknownError`). A retry
+that gives up reads the log again first: a late landing of the run's commit is its result.
 """
 
 from __future__ import annotations
@@ -58,20 +60,25 @@ def rewrite(
     """Atomically replace `remove` with `add` (``dataChange=false``), planned at `read_version`: the
     contract of `DeltaRsTable.rewrite`. Returns the committed version (the run's, read back from the log
     when an attempt reported failure after landing)."""
+    run = (_run_id(table, metadata), read_version)
     check_rewrite(table, remove, add)
     table.commit_safety()
     version: int | None = read_version
     planned: tuple[int, RetryBasis] | None = None
     for attempt in range(REWRITE_ATTEMPTS):
         log_table, now, active = _read_attempt(table, version, add)
-        planned = _unchanged(table, log_table, planned, now, add)
-        _still_active(table, remove, active, add, first=attempt == 0, read_version=read_version)
+        if planned is None:
+            planned = _first_basis(table, log_table, now, add)
+        elif (landed_at := check_retry_basis(table, planned, now, add, run=run)) is not None:
+            return landed_at  # the run's commit landed late: the table changed by it
+        if (landed_at := _still_active(table, remove, active, add, run=run, first=attempt == 0)) is not None:
+            return landed_at
         stamp = int(time.time() * 1000)
         actions: list[AddAction | RemoveAction] = [_add_action(f, data_change=False) for f in add]
         actions += [_remove_action(f, stamp, active[f.path]) for f in remove]
         if before_commit is not None:
             before_commit(now[0])
-        landed_at = _commit_once(table, log_table, actions, metadata, add)
+        landed_at = _commit_once(table, log_table, actions, metadata)
         if landed_at is not None:
             return landed_at
         log.info("rewrite of %s planned at v%d lost a race at v%d; re-checking", table.uri, read_version, now[0])
@@ -80,6 +87,18 @@ def rewrite(
     raise errors.CommitConflictError(
         f"{table.uri} kept changing: gave up after {REWRITE_ATTEMPTS} attempts; nothing was committed"
     )
+
+
+def _run_id(table: DeltaRsTable, metadata: Mapping[str, Any] | None) -> str:
+    """The run id a rewrite's commit carries: the only way to tell from the log whether a failed attempt
+    landed. Without one a failure would be taken for "not landed" and the files its commit references
+    deleted, so such a rewrite is refused before anything is committed."""
+    run_id = (metadata or {}).get("runId")
+    if not run_id:
+        raise errors.RewriteValidationError(
+            f"a rewrite of {table.uri} needs a run id (metadata 'runId') to settle its commit from the log"
+        )
+    return str(run_id)
 
 
 def _read_attempt(table: DeltaRsTable, version: int | None, add: Sequence[StagedFile]) -> _View:
@@ -97,20 +116,12 @@ def _read_attempt(table: DeltaRsTable, version: int | None, add: Sequence[Staged
         ) from err
 
 
-def _unchanged(
-    table: DeltaRsTable,
-    log_table: DeltaTable,
-    planned: tuple[int, RetryBasis] | None,
-    now: tuple[int, RetryBasis],
-    add: Sequence[StagedFile],
+def _first_basis(
+    table: DeltaRsTable, log_table: DeltaTable, now: tuple[int, RetryBasis], add: Sequence[StagedFile]
 ) -> tuple[int, RetryBasis]:
-    """The table's `RetryBasis` as planned on. First attempt (`planned` None): the table must be one
-    delta-rs can rewrite (no deletion vectors, whose descriptors its removes cannot carry; no column
-    mapping, row tracking or liquid clustering). A retry: the table must be unchanged since, or the
-    rewrite gives up (`check_retry_basis`). Either refusal deletes what was staged."""
-    if planned is not None:
-        check_retry_basis(table, planned, now, add)
-        return planned
+    """The table's `RetryBasis` as planned on (a retry must see it unchanged: `check_retry_basis`). The
+    table must be one delta-rs can rewrite (no deletion vectors, whose descriptors its removes cannot
+    carry; no column mapping, row tracking or liquid clustering); a refusal deletes what was staged."""
     try:
         check_rewritable(table_features_of(log_table), table.uri, delta_engine=False)
     except errors.UnsupportedTableError:
@@ -125,25 +136,31 @@ def _still_active(
     active: Mapping[str, DataFile],
     add: Sequence[StagedFile],
     *,
+    run: tuple[str, int],
     first: bool,
-    read_version: int,
-) -> None:
-    """Every file to remove must still be `active` (same size); otherwise the staged files are deleted
-    and the rewrite refused: invalid on the first attempt, a lost race after a concurrent commit removed
-    them. Path and size identify a file here because no file has a deletion vector (`_unchanged`: the
-    protocol allows none, then and since)."""
+) -> int | None:
+    """Every file to remove must still be `active` (same size); otherwise the rewrite is refused: invalid
+    on the first attempt, a lost race on a retry. On a retry the commit that removed them may be the
+    run's own, landed after its outcome was read: the log is read again (`outcome_after_failure`), and
+    the version it landed at is returned; only a log without it lets the staged files be deleted. Path
+    and size identify a file here because no file has a deletion vector (`_first_basis`, `RetryBasis`)."""
     gone = [f.path for f in remove if f.path not in active or active[f.path].size != f.size]
     if not gone:
-        return
-    table.discard(add)
+        return None
     if first:
+        table.discard(add)
         raise errors.RewriteValidationError(
-            f"files to remove are not active in {table.uri} at version {read_version}: {gone[:5]}"
+            f"files to remove are not active in {table.uri} at version {run[1]}: {gone[:5]}"
         )
-    raise errors.CommitConflictError(
+    conflict = errors.CommitConflictError(
         f"a concurrent commit removed {len(gone)} of the files this rewrite replaces "
         f"(e.g. {gone[0]}); nothing was committed"
     )
+    landed_at = outcome_after_failure(table, run[0], run[1], conflict)
+    if landed_at is not None:
+        return landed_at
+    table.discard(add)
+    raise conflict
 
 
 def _commit_once(
@@ -151,13 +168,13 @@ def _commit_once(
     log_table: DeltaTable,
     actions: list[AddAction | RemoveAction],
     metadata: Mapping[str, Any] | None,
-    add: Sequence[StagedFile],
 ) -> int | None:
-    """One commit attempt with no automatic retries: the version it committed, or None when the log shows
-    it did not land (a concurrent commit won; the caller re-checks). Every failure is settled by the log
-    (`outcome_after_failure`), a ``CommitFailedError`` too: the run's commit may be there although the
-    store reported a conflict. A landed commit is returned; an unreadable log keeps every file
-    (`CommitOutcomeUnknownError`); any other failure that did not land deletes what was staged."""
+    """One commit attempt with no automatic retries: the version it committed, or None when it was
+    refused and the log does not show it (a concurrent commit won; the caller re-checks). Every failure
+    is settled by the log (`outcome_after_failure`), a ``CommitFailedError`` too: the run's commit may be
+    there although the store reported a conflict. A landed commit is returned; an unreadable log keeps
+    every file. Any other failure the log does not show may still land (a timed-out PUT that completes
+    later): `CommitOutcomeUnknownError`, every file kept, none deleted."""
     read_version, run_id = log_table.version(), (metadata or {}).get("runId")
     try:
         log_table.create_write_transaction(
@@ -167,15 +184,23 @@ def _commit_once(
             partition_by=list(log_table.metadata().partition_columns) or None,
             commit_properties=CommitProperties(custom_metadata=custom_metadata(metadata), max_commit_retries=0),
         )
-    except CommitFailedError as err:
-        return outcome_after_failure(table, run_id, read_version, err)
     except (DeltaError, OSError, ValueError) as err:
         landed_at = outcome_after_failure(table, run_id, read_version, err)
-        if landed_at is not None:
+        if landed_at is not None or _refused(err):
             return landed_at
-        table.discard(add)
-        raise errors.TableAccessError(f"rewrite of {table.uri} failed: {err}") from err
+        raise errors.CommitOutcomeUnknownError(
+            f"a commit to {table.uri} failed ({err}) and the log does not show it, but it may still land: "
+            f"the written files are kept (run {run_id}: look for it in the table's history; VACUUM removes "
+            "them if it did not land)"
+        ) from err
     return read_version + 1
+
+
+def _refused(err: Exception) -> bool:
+    """A definite refusal of the commit (a version that exists, a conflict): delta-rs's
+    ``CommitFailedError``, except when the store failed (its object-store errors are wrapped in it too),
+    after which the commit file may still appear."""
+    return isinstance(err, CommitFailedError) and "object store" not in str(err).lower()
 
 
 def append(
@@ -205,7 +230,8 @@ def create(
     table: DeltaRsTable, draft: Snapshot, staged: Sequence[StagedFile], metadata: Mapping[str, Any] | None
 ) -> None:
     """The first commit of a table described by `draft` (schema, partitioning, properties) with `staged`
-    as its data; a failure deletes the files and raises `TableAccessError`."""
+    as its data; a failure deletes the files and raises `TableAccessError`, unless the log shows version 0
+    with these files (the commit landed, its response was lost: success)."""
     from deltalake import Schema
 
     try:
@@ -220,8 +246,27 @@ def create(
             commit_properties=CommitProperties(custom_metadata=custom_metadata(metadata)),
         )
     except (DeltaError, OSError, ValueError) as err:
+        if _created_with(table, staged, err):
+            log.warning("creating %s reported %s, but version 0 with its files is in the log", table.uri, err)
+            return
         table.discard(staged)
         raise errors.TableAccessError(f"cannot create Delta table at {table.uri}: {err}") from err
+
+
+def _created_with(table: DeltaRsTable, staged: Sequence[StagedFile], error: Exception) -> bool:
+    """Whether version 0 landed with exactly `staged` although its commit reported `error` (a lost
+    response): its files are then the table's and must stay. No table: it did not land. A log that
+    cannot be read keeps every file (`CommitOutcomeUnknownError`)."""
+    try:
+        first = data_files(table.delta_table(0))
+    except errors.TableNotFoundError:
+        return False
+    except (errors.TableAccessError, DeltaError, OSError, ValueError) as err:
+        raise errors.CommitOutcomeUnknownError(
+            f"creating {table.uri} failed ({error}) and its log cannot be read ({err}); the written files are "
+            "kept (VACUUM removes them if the table was not created)"
+        ) from error
+    return {unquote(f.path) for f in first} == {unquote(f.path) for f in staged}
 
 
 def set_properties(

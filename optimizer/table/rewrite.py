@@ -152,26 +152,33 @@ def check_retry_basis(
     planned: tuple[int, RetryBasis],
     now: tuple[int, RetryBasis],
     add: Sequence[StagedFile],
-) -> None:
+    *,
+    run: tuple[str, int] | None = None,
+) -> int | None:
     """Give up a commit at version ``now[0]`` of files staged for the table at ``planned[0]`` (a rewrite's
     retry, a blind append) when the table is no longer what they were written for (`basis_changes`): the
-    staged files are deleted, `CommitConflictError` says what changed."""
+    staged files are deleted, `CommitConflictError` says what changed. With `run` (run id, read version:
+    a retry after an attempt whose outcome was read) the log is read again first, since the change may be
+    the run's own commit landing late: its version is then returned and no file is deleted."""
     changes = basis_changes(planned[1], now[1])
     if not changes:
-        return
-    table.discard(add)
-    raise CommitConflictError(
+        return None
+    conflict = CommitConflictError(
         f"{table.uri}: the table's {'; '.join(changes)} changed since version {planned[0]}, which the files "
         f"were staged for (now version {now[0]}); they may not fit the table any more: nothing was committed"
     )
+    if run is not None and (version := outcome_after_failure(table, run[0], run[1], conflict)) is not None:
+        return version
+    table.discard(add)
+    raise conflict
 
 
 def landed(table: TableAccess, run_id: str | None, read_version: int) -> int | None:
     """The version a rewrite with `run_id` committed after `read_version`, read from the log; None when
     it did not land. Raises whatever reading the log raises: the caller then knows nothing and must keep
-    every file the log might reference."""
+    every file the log might reference. Without a run id the log cannot tell, so that raises too."""
     if not run_id:
-        return None
+        raise RewriteValidationError(f"{table.uri}: a commit without a run id cannot be found in the log")
     found = commit_of_run(table.history(read_version + 1), run_id)
     return found.version if found is not None else None
 

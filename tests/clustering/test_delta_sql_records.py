@@ -335,3 +335,114 @@ def test_an_optimize_committed_in_batches_reports_the_last_and_records_every_bat
     assert result.version == versions[-1]
     added = set().union(*(names(spark, path, v) - names(spark, path, v - 1) for v in versions))
     assert recorded(path, run_id) == added, "files of some of the run's commits are not recorded"
+
+
+def test_a_busy_commit_lock_is_logged_and_given_up_after_the_wait(spark, tmp_path, monkeypatch, caplog):
+    """Job `one`'s OPTIMIZE holds the session's commit tag (a stalled Connect stream, an hours-long
+    OPTIMIZE); job `two` logs whose OPTIMIZE it waits for and, after the wait, fails in one line naming
+    that run, having committed nothing, instead of parking its worker forever."""
+    import logging
+
+    from optimizer.errors import TableAccessError
+    from optimizer.table import delta_sql
+
+    one, two = make_liquid(spark, str(tmp_path / "one")), make_liquid(spark, str(tmp_path / "two"))
+    before = len(history(spark, two))
+    monkeypatch.setattr(delta_sql, "COMMIT_WAIT_SECONDS", 2.0, raising=False)
+    stalled, release = threading.Event(), threading.Event()
+
+    def stalls(original, self, statement):
+        if statement.startswith("OPTIMIZE") and self.uri.rstrip("/").endswith("/one"):
+            stalled.set()
+            release.wait(600)
+            raise TableAccessError(f"Delta's `OPTIMIZE` on {self.uri} failed: stream stalled")
+        return original(self, statement)
+
+    wrap(monkeypatch, "_run", stalls)
+    holder = threading.Thread(target=lambda: _fails(DeltaSql(spark, one), {"runId": "run-one"}), daemon=True)
+    holder.start()
+    assert stalled.wait(120)
+    second: dict[str, Any] = {}
+    waiter = threading.Thread(target=lambda: second.update(error=_fails(DeltaSql(spark, two), {"runId": "run-two"})))
+    try:
+        with caplog.at_level(logging.INFO, logger="optimizer.table.delta_sql"):
+            waiter.start()
+            waiter.join(60)
+            parked = waiter.is_alive()
+    finally:
+        release.set()
+        holder.join(120)
+        waiter.join(300)
+
+    assert not parked, "job two's worker is parked on the lock with no time limit"
+    error = second.get("error")
+    assert isinstance(error, TableAccessError) and "run run-one's OPTIMIZE of" in str(error), error
+    assert "\n" not in str(error)
+    assert any("waiting for run run-one's OPTIMIZE of" in r.getMessage() for r in caplog.records), caplog.text
+    assert len(history(spark, two)) == before, "job two committed while giving up"
+
+
+def _fails(delta: DeltaSql, tag: dict[str, Any]) -> Exception | None:
+    """The error `delta.optimize` raised (None: none)."""
+    try:
+        delta.optimize([], tag)
+    except Exception as err:  # returned to the test's assertions
+        return err
+    return None
+
+
+def test_a_failed_restore_of_the_session_tag_does_not_hide_that_delta_committed(spark, tmp_path, monkeypatch):
+    """Delta's OPTIMIZE commits, the Connect stream drops, and restoring the session's user metadata fails
+    on the dropped connection too: the run is still settled from the log (reported, files recorded), not
+    lost behind the restore's error."""
+    from pyspark.sql.conf import RuntimeConfig
+
+    from optimizer.errors import TableAccessError
+
+    path = make_liquid(spark, str(tmp_path / "liquid"))
+    run_id = f"dropped-{uuid.uuid4().hex[:8]}"
+
+    def committed_then_dropped(original, self, statement):
+        result = original(self, statement)
+        if statement.startswith("OPTIMIZE"):
+            raise TableAccessError(f"Delta's `OPTIMIZE` on {self.uri} failed: stream closed after commit")
+        return result
+
+    unset = RuntimeConfig.unset
+
+    def dropped(self, key):
+        if key == USER_METADATA_CONF:
+            raise ConnectionError("connection dropped")
+        return unset(self, key)
+
+    wrap(monkeypatch, "_run", committed_then_dropped)
+    monkeypatch.setattr(RuntimeConfig, "unset", dropped)
+    try:
+        result = optimize(spark, open_table(path), WANTED, 16_000, run_id=run_id)
+    finally:
+        monkeypatch.setattr(RuntimeConfig, "unset", unset)
+        spark.conf.unset(USER_METADATA_CONF)
+
+    assert commits_of(spark, path, run_id) == [result.version]
+    added = names(spark, path, result.version) - names(spark, path, result.version - 1)
+    assert added and recorded(path, run_id) == added
+
+
+def test_an_optimize_failing_after_set_changed_the_keys_says_they_changed(spark, tmp_path, monkeypatch):
+    """`liquid: set` commits CLUSTER BY (a -> b), then Delta's OPTIMIZE fails: the error says the keys
+    were changed, as they were (DESCRIBE DETAIL), not only that OPTIMIZE failed."""
+    from optimizer.errors import TableAccessError
+
+    path = make_liquid(spark, str(tmp_path / "liquid"))
+
+    def failed(original, self, statement):
+        if statement.startswith("OPTIMIZE"):
+            raise TableAccessError(f"Delta's `OPTIMIZE` on {self.uri} failed: refused")
+        return original(self, statement)
+
+    wrap(monkeypatch, "_run", failed)
+    with pytest.raises(TableAccessError, match="refused") as raised:
+        optimize(spark, open_table(path), WANTED, 16_000, run_id=f"set-{uuid.uuid4().hex[:8]}", liquid="set")
+
+    assert spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]["clusteringColumns"] == ["b"]
+    assert "clustering keys" in str(raised.value) and "(a) to (b)" in str(raised.value), raised.value

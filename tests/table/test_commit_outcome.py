@@ -322,3 +322,85 @@ def test_a_delta_retry_whose_table_read_fails_deletes_only_unlanded_files(
     assert not any((Path(path) / f.path).exists() for f in staged)
     assert commit_of_run(table.history(0), f"delta-retry-{failing}") is None
     assert _rows_and_files(spark, path) == (expected, True)
+
+
+def test_a_delta_rs_commit_error_the_log_does_not_show_keeps_every_file(delta_spark, tmp_path: Path, monkeypatch):
+    """A timed-out PUT of the commit: delta-rs raises a storage error and the log read right after shows
+    no commit of the run, but the PUT may still land. The outcome is unknown: every staged file stays
+    (VACUUM removes them if it never lands), nothing is retried or deleted."""
+    from deltalake import DeltaTable
+
+    from optimizer.table.committer import DeltaRsCommitter
+
+    spark, path = delta_spark, str(tmp_path / "timed-out")
+    _table(spark, path)
+    expected = fingerprint(spark.read.format("delta").load(path))
+    table = open_table(path)
+    request, staged = _staged(spark, table, "timed-out")
+
+    def time_out(self, *args, **kwargs):
+        raise OSError("PUT _delta_log/00000000000000000002.json: operation timed out")
+
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", time_out)
+    with pytest.raises(errors.CommitOutcomeUnknownError, match="kept"):
+        DeltaRsCommitter(table).rewrite(request)
+    monkeypatch.undo()
+
+    assert all((Path(path) / f.path).exists() for f in staged)  # the late PUT may reference them
+    assert commit_of_run(table.history(0), "timed-out") is None
+    assert _rows_and_files(spark, path) == (expected, True)
+
+
+def test_a_delta_rs_commit_landing_after_the_outcome_read_is_the_runs_commit(delta_spark, tmp_path: Path, monkeypatch):
+    """The commit reports a conflict (a lost response, then 412) and is not yet in the log when its
+    outcome is read; it lands right after. The retry then finds its own removes gone: that is the run's
+    commit (found by run id), not a concurrent one, and none of the files it references may go."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import CommitFailedError
+
+    from optimizer.table.committer import DeltaRsCommitter
+
+    spark, path = delta_spark, str(tmp_path / "late-landing")
+    _table(spark, path)
+    expected = fingerprint(spark.read.format("delta").load(path))
+    table = open_table(path)
+    request, staged = _staged(spark, table, "late-landing")
+    commit, read_history = DeltaTable.create_write_transaction, table.history
+    pending: list = []
+    commits: list[int] = []
+
+    def report_a_conflict_then_land_later(self, *args, **kwargs):
+        commits.append(self.version())
+        if len(commits) == 1:
+            pending.append(lambda: commit(self, *args, **kwargs))
+            raise CommitFailedError("Transaction failed: version already exists (HTTP 412 on the retried put)")
+        return commit(self, *args, **kwargs)
+
+    def read_then_land(since_version: int = 0):
+        seen = read_history(since_version)
+        while pending:
+            pending.pop()()  # the lost PUT lands after the outcome read
+        return seen
+
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", report_a_conflict_then_land_later)
+    monkeypatch.setattr(table, "history", read_then_land)
+    version = DeltaRsCommitter(table).rewrite(request)
+    monkeypatch.undo()
+
+    assert version == request.read_version + 1
+    assert len(commits) == 1  # no second commit attempt
+    assert commit_of_run(table.history(0), "late-landing").version == version
+    assert all((Path(path) / f.path).exists() for f in staged)  # nothing the log references was deleted
+    assert _rows_and_files(spark, path) == (expected, True)
+
+
+def test_a_delta_rs_rewrite_without_a_run_id_is_refused_before_committing(delta_spark, tmp_path: Path):
+    """Without a run id the log cannot tell whether a failed commit landed: refused up front."""
+    spark, path = delta_spark, str(tmp_path / "no-run-id")
+    _table(spark, path)
+    table = open_table(path)
+    request, _staged_files = _staged(spark, table, "unused")
+
+    with pytest.raises(errors.RewriteValidationError, match="run id"):
+        table.rewrite(request.read_version, request.remove, request.add, {"operation": "OPTIMIZE"})
+    assert table.snapshot().version == request.read_version

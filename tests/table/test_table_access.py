@@ -105,7 +105,8 @@ def _rewrite_all(spark, table, snapshot, **kwargs):
     """Compact every file of `snapshot` into one: a layout rewrite."""
     df = table.read_files(spark, snapshot.files, snapshot).coalesce(1)
     staged = table.stage(spark, df, snapshot, "optimize")
-    return staged, lambda: table.rewrite(snapshot.version, snapshot.files, staged, {"operation": "OPTIMIZE"}, **kwargs)
+    metadata = {"operation": "OPTIMIZE", "runId": f"rewrite-{os.urandom(6).hex()}"}  # one per rewrite: races
+    return staged, lambda: table.rewrite(snapshot.version, snapshot.files, staged, metadata, **kwargs)
 
 
 def test_rewrite_preserves_rows_and_commits_without_data_change(spark, table_path):
@@ -216,7 +217,7 @@ def test_rewrite_refuses_inactive_file(spark, table_path):
     ghost = before.files[0].__class__(path="nope.parquet", size=1, num_records=1)
 
     with pytest.raises(errors.RewriteValidationError, match="not active"):
-        table.rewrite(before.version, [ghost], staged, {})
+        table.rewrite(before.version, [ghost], staged, {"runId": "ghost"})
     assert table.snapshot().version == 0
 
 
