@@ -22,7 +22,7 @@ from urllib.parse import unquote
 from optimizer import errors
 from optimizer.table.access import StagedFile, StatsCallback
 from optimizer.table.delta_engine import DeltaEngine, python_list, scala_map
-from optimizer.table.staging import KeptSpellings, directory_values, local_time, spelled
+from optimizer.table.staging import KeptSpellings, directory_values, local_time, session_zone, spelled
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -52,7 +52,7 @@ def stage_with_delta(
         _check_row_tracking_columns(df, snapshot.configuration, table.uri)
     engine = DeltaEngine(spark, table.spark_uri("").rstrip("/"))
     at = engine.snapshot(snapshot.version)
-    zone = spark.conf.get("spark.sql.session.timeZone")  # Delta's writer names timestamp directories in it
+    zone = session_zone(spark)  # Delta's writer names timestamp directories in it
     actions = engine.write(df, at, options)
     staged = [_staged(a, features.logical_names) for a in actions]
     try:

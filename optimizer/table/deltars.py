@@ -24,7 +24,7 @@ from optimizer.table.delta_writer import stage_with_delta
 from optimizer.table.deltars_commit import REWRITE_ATTEMPTS
 from optimizer.table.deltars_log import commit_entry, data_files, rewrite_spellings, table_features_of
 from optimizer.table.footer_stats import FOOTER_ROWS, footer_indices, footer_stats
-from optimizer.table.paths import is_absolute
+from optimizer.table.paths import hadoop_uri, is_absolute
 from optimizer.table.reading import read_rows
 from optimizer.table.staging import (
     DIRECTORY_TIME_ZONE,
@@ -115,8 +115,7 @@ class DeltaRsTable:
 
     def spark_uri(self, path: str) -> str:
         """The URI Spark's Hadoop file systems use for a log path (``s3://`` is ``s3a://`` to Hadoop)."""
-        uri = self.file_uri(path)
-        return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
+        return hadoop_uri(self.file_uri(path))
 
     def read_files(
         self, spark: SparkSession, files: Sequence[DataFile], snapshot: Snapshot, *, for_rewrite: bool = False

@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 from optimizer.table.access import Commit, DataFile, Snapshot
 from optimizer.table.protocol import TableFeatures, table_features
 from optimizer.table.rewrite import RetryBasis, retry_basis
-from optimizer.table.staging import EPOCH, delta_timestamp, kept_spellings, micros
+from optimizer.table.staging import EPOCH, delta_timestamp, has_zone, kept_spellings, micros
 
 
 def table_features_of(table: DeltaTable) -> TableFeatures:
@@ -170,7 +170,7 @@ class PartitionSpellings:
     def _doubtful(self, column: str, spellings: frozenset[str]) -> bool:
         """Spellings of one timestamp some with a zone and some without: readers outside UTC read them
         apart, and which file holds which is unknown."""
-        return column in self.timestamps and len({_has_zone(s) for s in spellings}) > 1
+        return column in self.timestamps and len({has_zone(s) for s in spellings}) > 1
 
 
 def canonical(value: Any) -> str:
@@ -224,13 +224,6 @@ def _key(value: Any) -> Hashable:
     if isinstance(value, float) and value != value:
         return ("NaN",)
     return value
-
-
-def _has_zone(spelling: str) -> bool:
-    try:
-        return datetime.fromisoformat(spelling).tzinfo is not None
-    except ValueError:
-        return False
 
 
 COMMIT_KEYS = {"version", "timestamp", "operation", "operationParameters", "engineInfo", "clusterId"}

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from optimizer.table.commit_safety import UnsafeStoreError
+from optimizer.table.paths import hadoop_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -236,14 +237,9 @@ def _single_driver_refusal(choice: LogStoreChoice) -> str:
     )
 
 
-def spark_path(uri: str) -> str:
-    """The path Delta opens for a table at `uri` (Hadoop names ``s3://`` ``s3a://``: `TableAccess.spark_uri`)."""
-    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
-
-
 def delta_commit_safety(uri: str, package: str, conf: Conf, single_writer: bool = False) -> str:
     """How Delta commits to the table at `uri` are made atomic, from SparkConf `conf` alone (no JVM):
-    the store Delta's rules pick for the path Delta commits to (`spark_path`)."""
+    the store Delta's rules pick for the path Delta commits to (`paths.hadoop_uri`)."""
     if package.startswith("com.databricks"):
         return "Databricks Runtime's Delta commit coordination"
-    return log_store_safety(configured_log_store(spark_path(uri), conf), conf, single_writer)
+    return log_store_safety(configured_log_store(hadoop_uri(uri), conf), conf, single_writer)

@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 _ABSOLUTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:/")
 
 
+def hadoop_uri(uri: str) -> str:
+    """The URI Spark's Hadoop file systems (and so Delta's log store choice) use for `uri`: ``s3://`` is
+    ``s3a://`` to Hadoop; every other URI or path is its own."""
+    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
+
+
 def is_absolute(path: str) -> bool:
     """Whether `path` is a URI of its own (``file:/x``, ``file:///x``, ``s3://b/k``, ...), not a path
     under a table's root. Relative log paths never match: Hive-style escaping turns every ``:`` of a

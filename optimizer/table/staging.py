@@ -285,6 +285,12 @@ def _is_zone_less(text: str) -> bool:
     return parsed is not None and parsed.tzinfo is None
 
 
+def has_zone(text: str) -> bool:
+    """Whether a timestamp partition value names its zone (Delta's UTC ISO form, an offset)."""
+    parsed = _iso(text)
+    return parsed is not None and parsed.tzinfo is not None
+
+
 def _iso(text: str) -> datetime | None:
     try:
         return datetime.fromisoformat(text)
