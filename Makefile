@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test test-slow lint bench
+.PHONY: install demo test test-slow test-matrix lint bench
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,11 +19,18 @@ install: $(INSTALLED)
 demo: $(INSTALLED)
 	$(BIN)/deltaopt demo --workdir demo-output
 
+# The default suite on the default pair, then the smoke suite on the oldest supported pair (Spark 3.5 + Delta 3.2)
 test: $(INSTALLED)
 	$(BIN)/pytest
+	$(PYTHON) -m tests.matrix --pair spark-3.5.9-delta-3.2.1
 
 test-slow: $(INSTALLED)
 	$(BIN)/pytest -m slow
+
+# The smoke suite on every supported Spark/Delta pair, a venv each under .matrix/ (docs/VERSIONS.md); writes
+# docs/MATRIX.md. One pair: make test-matrix PAIR=spark-3.5.9-delta-3.2.1
+test-matrix:
+	$(PYTHON) -m tests.matrix $(if $(PAIR),--pair $(PAIR))
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check optimizer querylog costmodel tests benchmarks

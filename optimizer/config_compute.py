@@ -22,8 +22,8 @@ class SparkSettings(StrictModel):
     driver_memory: str | None = Field(None, description="e.g. '4g'; only for a local master")
     delta: Literal["auto", "required", "off"] = Field(
         "auto",
-        description="load the Delta Lake engine (jars cached by `make install`): auto uses it when it loads, "
-        "required fails without it, off never loads it",
+        description="load the Delta Lake engine (jars cached by `make install`): auto uses it when it loads "
+        "(a PySpark outside the supported matrix is refused), required fails without it, off never loads it",
     )
     delta_packages: bool | None = Field(None, description="deprecated spelling: true means delta: required")
     commit: Literal["auto", "delta-spark", "delta-rs"] = Field(

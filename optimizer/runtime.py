@@ -41,6 +41,14 @@ REQUIRED_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     # INT96 timestamps become nanosecond timestamps that delta-rs refuses (timestampNanos).
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # Dates before 1582 / timestamps before 1900 read and written as they are (proleptic Gregorian, as Delta's
+    # other readers and writers take them): Spark 4's defaults. Spark 3.5's (EXCEPTION) fail the rewrite of
+    # such a table, and the read of such a file delta-rs or DuckDB wrote (no Spark version in its footer);
+    # a file Spark 2.x or a LEGACY writer wrote says so in its footer and is still rebased on read.
+    "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
+    "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
+    "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
+    "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     # Predicates from users are evaluated on data: a bad cast must give NULL, not fail the job.
     "spark.sql.ansi.enabled": "false",
@@ -128,6 +136,11 @@ def build_session(settings: SparkSettings | None = None, tables: Sequence[TableS
     conf["spark.sql.shuffle.partitions"] = str(settings.shuffle_partitions)
     stores_jars = conf.get("spark.jars")
     conf.update(settings.conf)  # the operator's settings win; their jars and the stores' connectors both load
+    if mode == "embedded" and "spark.driver.extraJavaOptions" not in settings.conf:
+        # the JVM's zone is the session's: Delta up to 4.0 derives timestamp partition values in the JVM's
+        # zone (optimizer/table/delta_writer.py), which on a host not set to UTC would differ from the session's
+        zone = conf["spark.sql.session.timeZone"]
+        conf["spark.driver.extraJavaOptions"] += f" -Duser.timezone={zone}"
     if stores_jars and settings.conf.get("spark.jars"):
         conf["spark.jars"] = f"{settings.conf['spark.jars']},{stores_jars}"
 
@@ -135,6 +148,9 @@ def build_session(settings: SparkSettings | None = None, tables: Sequence[TableS
     # a Connect client cannot add jars; a driver started by a cluster has the cluster's Delta (or none)
     delta = settings.delta_mode if mode != "connect" and not attached(settings) else "off"
     if delta != "off":
+        from optimizer.delta_jars import delta_version
+
+        delta_version()  # a PySpark (or delta-spark) outside the supported matrix: refused here, naming it
         try:
             spark = _start(settings, mode, _with_delta(conf))
         except SparkRuntimeError as err:
@@ -179,7 +195,7 @@ def _why_delta_failed(err: SparkRuntimeError) -> str:
         return str(missing)
     if cached is None:
         return (
-            f"{delta_jars.coordinates()} is not cached in {delta_jars.ivy_home()} and could not be resolved from "
+            f"{delta_jars.coordinates()} is not cached in {delta_jars.delta_home()} and could not be resolved from "
             "Maven Central; run `python -m optimizer.delta_jars` (part of `make install`) where it is reachable"
         )
     return str(err)

@@ -45,13 +45,15 @@ def to_arrow(frame: DataFrame) -> pa.Table:
 
 def arrow_schema(frame: DataFrame) -> pa.Schema:
     """The Arrow schema PySpark gives `frame`'s columns; on 4.x with the options its ``toArrow()`` sets
-    (3.5's ``to_arrow_schema`` takes the schema alone)."""
+    (3.5's ``to_arrow_schema`` takes the schema alone; 4.2's needs the zone of timestamps, UTC)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     parameters = inspect.signature(to_arrow_schema).parameters
     options: dict[str, Any] = {}
     if "error_on_duplicated_field_names_in_struct" in parameters:
         options["error_on_duplicated_field_names_in_struct"] = True
+    if "timezone" in parameters:  # 4.2 requires it for timestamps; its toArrow() gives UTC instants, as 4.0's
+        options["timezone"] = "UTC"
     if "prefers_large_types" in parameters:
         options["prefers_large_types"] = bool(frame.sparkSession._jconf.arrowUseLargeVarTypes())
     return to_arrow_schema(frame.schema, **options)

@@ -8,7 +8,7 @@ import pytest
 from optimizer import delta_jars
 from optimizer.config import SparkSettings, parse_config
 from optimizer.errors import ConfigError
-from optimizer.runtime import _with_delta, runtime_info
+from optimizer.runtime import _with_delta, build_session, runtime_info
 
 
 def test_jars_are_cached_inside_the_environment_and_named_by_the_wheel_version(monkeypatch, tmp_path):
@@ -19,10 +19,10 @@ def test_jars_are_cached_inside_the_environment_and_named_by_the_wheel_version(m
     assert delta_jars.cached_jars() is None
     conf = delta_jars.session_conf()
     assert conf["spark.jars.packages"] == delta_jars.coordinates()
-    assert conf["spark.jars.ivy"] == str(tmp_path)
+    assert conf["spark.jars.ivy"] == str(tmp_path / f"delta-spark_2.13-{version}")  # one per Delta release
     # cached: the files go on spark.jars and nothing is resolved again
-    jars = tmp_path / "jars"
-    jars.mkdir()
+    jars = tmp_path / f"delta-spark_2.13-{version}" / "jars"
+    jars.mkdir(parents=True)
     for name in (f"io.delta_delta-spark_2.13-{version}.jar", f"io.delta_delta-storage-{version}.jar", "x_y-1.jar"):
         (jars / name).write_bytes(b"")
     (jars / "io.delta_delta-storage-0.1.jar").write_bytes(b"")  # another version's jar is left out
@@ -73,3 +73,32 @@ def test_a_driver_a_cluster_started_keeps_the_clusters_spark(monkeypatch):
     assert attached(SparkSettings()) and session_mode(SparkSettings()) == "cluster"
     assert not attached(SparkSettings(master="local[2]"))  # named in the configuration: that one
     assert not attached(SparkSettings(connect_url="sc://host:15002"))
+
+
+class _Captured(Exception):
+    """Raised by a stand-in for `runtime._start`: the settings a session would have started with."""
+
+
+def _start_settings(monkeypatch, settings: SparkSettings) -> dict[str, str]:
+    def capture(_settings, _mode, conf):
+        raise _Captured(conf)
+
+    monkeypatch.setattr("optimizer.runtime._start", capture)
+    with pytest.raises(_Captured) as started:
+        build_session(settings)
+    return started.value.args[0]
+
+
+def test_the_embedded_jvms_zone_is_the_sessions(monkeypatch):
+    """Delta up to 4.0 derives timestamp partition values in the JVM's zone: on a host not set to UTC the
+    embedded JVM would disagree with the session's zone (UTC, or the operator's)."""
+    conf = _start_settings(monkeypatch, SparkSettings(master="local[1]"))
+    assert conf["spark.driver.extraJavaOptions"].endswith(" -Duser.timezone=UTC")
+    kolkata = {"spark.sql.session.timeZone": "Asia/Kolkata"}
+    conf = _start_settings(monkeypatch, SparkSettings(master="local[1]", conf=kolkata))
+    assert conf["spark.driver.extraJavaOptions"].endswith(" -Duser.timezone=Asia/Kolkata")
+    own = {"spark.driver.extraJavaOptions": "-Dmine=1"}  # the operator's own options are theirs
+    assert (
+        _start_settings(monkeypatch, SparkSettings(master="local[1]", conf=own))["spark.driver.extraJavaOptions"]
+        == "-Dmine=1"
+    )

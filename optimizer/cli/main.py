@@ -1,7 +1,10 @@
 """The ``deltaopt`` command line: the argument parser and the entry point.
 
 Each sub-command is a small function in `optimizer.cli.commands`, `.service` or `.querylog`. Errors from the library
-(`DeltaOptError`, `QueryLogError`) become one clear line on stderr and exit status 2.
+(`DeltaOptError`, `QueryLogError`) become one clear line on stderr and exit status 2; a failure inside Spark or its
+JVM (py4j, PySpark's captured and Connect exceptions) one line naming the Java or Spark error and exit status 3, its
+full trace logged at DEBUG (`optimizer.cli.common.spark_failure_line`). Any other exception is a bug: its
+traceback stays.
 
 The console script is `entry`, which leaves the process without Python's finalisation once the
 command has returned and its output is flushed: native threads of delta-rs (tokio) and pyarrow torn
@@ -31,11 +34,17 @@ from optimizer.cli.commands import (
     cmd_optimize,
     cmd_table_info,
 )
+from optimizer.cli.common import spark_failure_line
 from optimizer.cli.querylog import cmd_querylog_import, cmd_querylog_quarantine, cmd_querylog_show
 from optimizer.cli.service import cmd_decisions, cmd_estimate, cmd_serve, cmd_status
 from optimizer.errors import KNOWN
 
 Handler = Callable[[argparse.Namespace], int]
+
+log = logging.getLogger(__name__)
+
+EXIT_BAD_INPUT = 2  # a library error: the input, the configuration or the table's shape
+EXIT_SPARK_FAILED = 3  # Spark or its JVM failed while the command ran
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keeps Delta tables laid out (SOP + Z-order) for the queries people actually run.",
     )
     parser.add_argument("--version", action="version", version=f"deltaopt {__version__}")
-    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-level", default="WARNING", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
@@ -251,6 +260,8 @@ def _add_config(commands: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command `argv` names; a known error or a Spark/JVM failure becomes one line on stderr and its
+    exit status (2, 3), so that an operator reads what failed rather than a py4j traceback."""
     from optimizer.logs import configure_logging
 
     args = build_parser().parse_args(argv)
@@ -260,7 +271,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except KNOWN as err:
         print(f"deltaopt: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    except Exception as err:
+        line = spark_failure_line(args, err)
+        if line is None:
+            raise  # a bug in deltaopt: Python's traceback, untouched
+        log.debug("the full trace of the Spark failure", exc_info=err)
+        print(line, file=sys.stderr)
+        return EXIT_SPARK_FAILED
 
 
 def entry() -> None:

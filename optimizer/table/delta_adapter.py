@@ -24,14 +24,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from optimizer.delta_jars import SUPPORTED  # the one statement of the supported matrix
 from optimizer.errors import SparkRuntimeError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-SUPPORTED = (
-    "Spark 3.5 + Delta 3.2/3.3 (Scala 2.12), Spark 4.0 + Delta 4.0, Spark 4.1 + Delta 4.3, Spark 4.2 + Delta 4.4"
-)
 
 # members whose shape is the same in every supported release: (class, member, parameter count)
 REQUIRED: tuple[tuple[str, str, int], ...] = (

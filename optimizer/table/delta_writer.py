@@ -126,6 +126,8 @@ def _exact_timestamps(
         return actions
     kept = {physical.get(c, c): spellings for c, spellings in kept.items()}  # actions name physical columns
     zone = engine.jvm.org.apache.spark.sql.catalyst.util.DateTimeUtils.getZoneId(zone_name)  # Spark's own lookup
+    jvm_zone = engine.jvm.java.time.ZoneId.systemDefault()
+    same_zone = bool(zone.getRules().equals(jvm_zone.getRules()))
     exact = []
     for action in actions:
         logged = {str(k): (None if v is None else str(v)) for k, v in _items(action.partitionValues())}
@@ -136,11 +138,27 @@ def _exact_timestamps(
                 continue
             directory = directories.get(k)
             if directory is None:  # a random prefix: Delta's value, only in the replaced files' form
+                name = snapshot.features.logical_names.get(k, k)
+                if not same_zone:
+                    raise _untrusted_undirected(name, v, zone_name, str(jvm_zone.getId()))
                 _check_undirected(k, v, kept, snapshot.features.logical_names)
             else:
                 values[k] = spelled(k, _instant(engine, zone, zone_name, directory), kept)
         exact.append(action if values == logged else _with_partition_values(engine, action, values))
     return exact
+
+
+def _untrusted_undirected(name: str, value: str, zone_name: str, jvm_zone: str) -> errors.RewriteValidationError:
+    """A timestamp partition value no directory names, written in a session whose zone is not the JVM's:
+    Delta derives it from the local-time name it would give the directory, parsed in the JVM's zone up to
+    4.0 (Delta 3.3 logs 00:30Z written in Asia/Kolkata as 06:00Z; delta-io/delta#5599 moved the parse to the
+    session's zone in 4.1), so the instant it logged cannot be trusted: refused, nothing is committed."""
+    return errors.RewriteValidationError(
+        f"timestamp partition column {name}: Delta's writer logged {value!r} with no partition directory (random "
+        f"file prefixes, as column mapping gives on Delta 3.x) in a session whose time zone ({zone_name}) is not "
+        f"the JVM's ({jvm_zone}), where some Delta releases log the wrong instant; optimise in a session with "
+        f"spark.sql.session.timeZone={jvm_zone}; nothing was committed"
+    )
 
 
 def _check_undirected(column: str, value: str, kept: KeptSpellings, logical_names: Mapping[str, str]) -> None:

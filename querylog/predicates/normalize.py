@@ -32,9 +32,9 @@ from functools import lru_cache
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
-from sqlglot.optimizer.simplify import simplify
 
 from querylog.predicates.parse import DIALECT, parse_condition
+from querylog.predicates.sound_simplify import simplify
 from querylog.predicates.tree import is_constant
 
 Pass = Callable[[exp.Expr], exp.Expr]

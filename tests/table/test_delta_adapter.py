@@ -161,14 +161,27 @@ def test_an_unknown_constructor_or_class_is_refused_too():
         probe(loader(classes), P, "9.9.9")
 
 
+# The session's Delta: 4.0.1 in the default environment, the pair's in `make test-matrix`'s (tests/matrix)
+SESSION_DELTA = os.environ.get("DELTAOPT_MATRIX_PAIR", "4.0.5/4.0.1").split("/")[1]
+LIVE_SHAPES = {  # release line -> (getSnapshotAt's parameters after the version, update's, AddFile's, Optimize's)
+    "3.2": ((OPT,), 2, 11, 4),
+    "3.3": ((OPT, OPT), 3, 11, 5),
+    "4.0": ((OPT, OPT), 3, 11, 5),
+    "4.2": ((OPT, OPT, "boolean"), 3, 11, 5),
+    "4.3": ((OPT, OPT, "boolean"), 3, 11, 5),
+    "4.4": ((OPT, OPT, "boolean"), 3, 13, 5),
+}
+
+
 @pytest.mark.spark
-def test_the_session_probe_finds_delta_4_0_1s_shapes(delta_spark):
+def test_the_session_probe_finds_its_deltas_shapes(delta_spark):
     shapes = delta_adapter.shapes_for(delta_spark, P)
-    assert shapes == DeltaShapes(P, "4.0.1", (OPT, OPT), 3, 11, 5)
+    line = ".".join(SESSION_DELTA.split(".")[:2])
+    assert shapes == DeltaShapes(P, SESSION_DELTA, *LIVE_SHAPES[line])
     assert delta_adapter.shapes_for(delta_spark, P) is shapes  # probed once per JVM
     from optimizer.runtime import runtime_info
 
-    assert "Delta engine loaded (4.0.1)" in runtime_info(delta_spark).describe()
+    assert f"Delta engine loaded ({SESSION_DELTA})" in runtime_info(delta_spark).describe()
 
 
 class Hiding:
@@ -207,7 +220,9 @@ def test_optimize_with_a_delta_lacking_a_member_fails_before_any_file_is_written
     table = open_table(path)
     with pytest.raises(errors.SparkRuntimeError) as refused:
         optimize(delta_spark, table, FeatureSet(z=(ZFeature("x"),)), 1 << 30)
-    assert str(refused.value).startswith(f"Delta 4.0.1 ({P}) is not supported: OptimisticTransaction.commit with 3")
+    assert str(refused.value).startswith(
+        f"Delta {SESSION_DELTA} ({P}) is not supported: OptimisticTransaction.commit with 3"
+    )
     assert sorted(os.listdir(path)) == before  # nothing staged under the table
     assert sorted(os.listdir(os.path.join(path, "_delta_log"))) == log_before
     assert table.snapshot().version == 0

@@ -70,3 +70,27 @@ def test_random_prefixes_never_respell_a_timestamp_partition(
     assert _rows_in(spark, path, READER_ZONE) == rows, f"rows moved for a reader in {READER_ZONE}"
     if result is not None:
         assert result.version is not None and result.version > version
+
+
+def test_a_value_logged_without_a_directory_outside_the_jvms_zone_is_refused(delta_spark, tmp_path: Path, monkeypatch):
+    """Delta up to 4.0 derives an undirected timestamp partition value from the local-time directory name it
+    would have written, parsed in the JVM's zone: Delta 3.3 (column mapping: random prefixes) logged 00:30Z
+    written in Asia/Kolkata as 06:00Z, and the job's check caught it only as "written rows differ". Outside
+    the JVM's zone the value is refused by name before anything is committed; in its zone the rewrite commits."""
+    spark, path = delta_spark, str(tmp_path / "undirected")
+    _create(spark, path, "id BIGINT, k INT, ts TIMESTAMP", "ts", PROPERTIES)
+    with conf(spark, ZONE_CONF, "UTC"):
+        _append(spark, path, ("2024-01-01 00:30:00", "2024-01-01 20:00:00"), legacy=False)
+    rows, version = _rows_in(spark, path, READER_ZONE), open_table(path).snapshot().version
+    monkeypatch.setattr(delta_writer, "directory_values", lambda path: {})  # random prefixes: no directory
+    jvm_zone = str(spark._jvm.java.time.ZoneId.systemDefault().getId())
+    other = "Asia/Kolkata" if "Kolkata" not in jvm_zone else "America/Los_Angeles"
+
+    with pytest.raises(errors.RewriteValidationError) as refused:
+        _optimize_in(spark, path, other)
+    assert f"session whose time zone ({other}) is not the JVM's ({jvm_zone})" in str(refused.value)
+    assert open_table(path).snapshot().version == version
+
+    result = _optimize_in(spark, path, jvm_zone)
+    assert result.version is not None and result.version > version
+    assert _rows_in(spark, path, READER_ZONE) == rows
