@@ -18,6 +18,7 @@ from optimizer.errors import SparkRuntimeError
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 
 def to_arrow(frame: DataFrame) -> pa.Table:
@@ -44,19 +45,19 @@ def to_arrow(frame: DataFrame) -> pa.Table:
 
 
 def arrow_schema(frame: DataFrame) -> pa.Schema:
-    """The Arrow schema PySpark gives `frame`'s columns; on 4.x with the options its ``toArrow()`` sets
-    (3.5's ``to_arrow_schema`` takes the schema alone; 4.2's needs the zone of timestamps, UTC)."""
+    """The Arrow schema PySpark gives `frame`'s columns, with the options its ``toArrow()`` sets on 4.x."""
+    large = bool(frame.sparkSession._jconf.arrowUseLargeVarTypes())
+    return schema_to_arrow(frame.schema, error_on_duplicated_field_names_in_struct=True, prefers_large_types=large)
+
+
+def schema_to_arrow(schema: StructType, **options: Any) -> pa.Schema:
+    """PySpark's ``to_arrow_schema(schema, **options)`` with the options this PySpark knows (3.5's takes the
+    schema alone) and timestamps as UTC instants, the zone 4.2's requires and 3.5-4.1 always use."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     parameters = inspect.signature(to_arrow_schema).parameters
-    options: dict[str, Any] = {}
-    if "error_on_duplicated_field_names_in_struct" in parameters:
-        options["error_on_duplicated_field_names_in_struct"] = True
-    if "timezone" in parameters:  # 4.2 requires it for timestamps; its toArrow() gives UTC instants, as 4.0's
-        options["timezone"] = "UTC"
-    if "prefers_large_types" in parameters:
-        options["prefers_large_types"] = bool(frame.sparkSession._jconf.arrowUseLargeVarTypes())
-    return to_arrow_schema(frame.schema, **options)
+    options = {"timezone": "UTC", **options}
+    return to_arrow_schema(schema, **{k: v for k, v in options.items() if k in parameters})
 
 
 def _pyspark_version() -> str:

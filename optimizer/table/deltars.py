@@ -230,12 +230,13 @@ class DeltaRsTable:
     ) -> Snapshot:
         """Create the table from `df` (first commit). Raises `TableAccessError` if a table exists."""
         from deltalake import Schema
-        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from optimizer.spark_arrow import schema_to_arrow
 
         if self.exists():
             raise errors.TableAccessError(f"a Delta table already exists at {self.uri}")
         self.commit_safety()
-        schema_json = Schema.from_arrow(to_arrow_schema(df.schema)).to_json()
+        schema_json = Schema.from_arrow(schema_to_arrow(df.schema)).to_json()
         draft = Snapshot(self.uri, -1, schema_json, tuple(partition_by), (), dict(configuration or {}))
         deltars_commit.create(self, draft, self.stage(spark, df, draft, "data"), metadata)
         return self.snapshot()

@@ -33,6 +33,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -248,9 +249,28 @@ class DeltaSparkCommitter:
         )
         if before_commit is not None:
             before_commit(int(snapshot.version()))
+        self._check_latest(engine, snapshot, request)
         version = int(txn.commit(scala_seq(jvm, actions), operation, jtags))
         log.info("committed rewrite of %s through Delta as version %d", self.table.uri, version)
         return version
+
+    def _check_latest(self, engine: DeltaEngine, snapshot: Any, request: RewriteRequest) -> None:
+        """Give up when the table's liquid clustering changed since `snapshot` (`check_retry_basis`), before
+        Delta's checker judges the commit: Delta 4.4's lets an OPTIMIZE commit over a concurrent ALTER TABLE
+        ... CLUSTER BY (4.0's refuses it), which would put a Z-order on a table that is liquid by then. Other
+        concurrent changes stay Delta's to judge (row tracking enabled meanwhile is adopted, as by Delta's own
+        OPTIMIZE); a CLUSTER BY landing between this read and Delta's commit is left to Delta's checker too."""
+        latest = engine.latest()
+        if int(latest.version()) == int(snapshot.version()):
+            return
+        planned, now = _retry_basis(snapshot), _retry_basis(latest)
+        if planned.clustering != now.clustering:  # only the clustering compared: the rest as it is now
+            check_retry_basis(
+                self.table,
+                (int(snapshot.version()), replace(now, clustering=planned.clustering)),
+                (int(latest.version()), now),
+                request.add,
+            )
 
     def _add_file(self, engine: DeltaEngine, f: StagedFile) -> Any:
         """The AddFile of a staged file (``dataChange=false``, deltaopt's statistics): Delta's own action
