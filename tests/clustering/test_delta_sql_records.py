@@ -87,6 +87,16 @@ def wrap(monkeypatch, name: str, around: Callable[..., Any]) -> None:
     monkeypatch.setattr(DeltaSql, name, lambda self, *args: around(original, self, *args))
 
 
+def _optimize_commits_then_fails(original, self, statement):
+    """A stand-in for `_run`: Delta's OPTIMIZE commits, then the statement fails (a lost response)."""
+    from optimizer.errors import TableAccessError
+
+    result = original(self, statement)
+    if statement.startswith("OPTIMIZE"):
+        raise TableAccessError(f"Delta's `OPTIMIZE` on {self.uri} failed: stream closed after commit")
+    return result
+
+
 def test_an_append_right_after_delta_optimize_commits_is_neither_the_version_nor_recorded(spark, tmp_path, monkeypatch):
     path = make_liquid(spark, str(tmp_path / "liquid"))
     other = spark.newSession()  # another writer: its own session, none of deltaopt's settings
@@ -233,18 +243,10 @@ def test_a_failure_after_delta_optimize_committed_reports_the_commit_and_records
 ):
     """Delta's OPTIMIZE commits, then the statement fails (a post-commit hook; a Connect stream dropped
     after the server committed): the run committed, so its version is reported and its files recorded."""
-    from optimizer.errors import TableAccessError
-
     path = make_liquid(spark, str(tmp_path / "liquid"))
     run_id = f"lost-{uuid.uuid4().hex[:8]}"
 
-    def committed_then_failed(original, self, statement):
-        result = original(self, statement)
-        if statement.startswith("OPTIMIZE"):
-            raise TableAccessError(f"Delta's `OPTIMIZE` on {self.uri} failed: stream closed after commit")
-        return result
-
-    wrap(monkeypatch, "_run", committed_then_failed)
+    wrap(monkeypatch, "_run", _optimize_commits_then_fails)
     result = optimize(spark, open_table(path), WANTED, 16_000, run_id=run_id)
 
     assert commits_of(spark, path, run_id) == [result.version]
@@ -397,16 +399,8 @@ def test_a_failed_restore_of_the_session_tag_does_not_hide_that_delta_committed(
     lost behind the restore's error."""
     from pyspark.sql.conf import RuntimeConfig
 
-    from optimizer.errors import TableAccessError
-
     path = make_liquid(spark, str(tmp_path / "liquid"))
     run_id = f"dropped-{uuid.uuid4().hex[:8]}"
-
-    def committed_then_dropped(original, self, statement):
-        result = original(self, statement)
-        if statement.startswith("OPTIMIZE"):
-            raise TableAccessError(f"Delta's `OPTIMIZE` on {self.uri} failed: stream closed after commit")
-        return result
 
     unset = RuntimeConfig.unset
 
@@ -415,7 +409,7 @@ def test_a_failed_restore_of_the_session_tag_does_not_hide_that_delta_committed(
             raise ConnectionError("connection dropped")
         return unset(self, key)
 
-    wrap(monkeypatch, "_run", committed_then_dropped)
+    wrap(monkeypatch, "_run", _optimize_commits_then_fails)
     monkeypatch.setattr(RuntimeConfig, "unset", dropped)
     try:
         result = optimize(spark, open_table(path), WANTED, 16_000, run_id=run_id)
