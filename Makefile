@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test test-slow test-matrix lint bench
+.PHONY: install demo test check test-slow test-matrix lint bench
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,9 +19,12 @@ install: $(INSTALLED)
 demo: $(INSTALLED)
 	$(BIN)/deltaopt demo --workdir demo-output
 
-# The default suite on the default pair, then the smoke suite on the oldest supported pair (Spark 3.5 + Delta 3.2)
+# The default suite on the default pair (README's "Tests": its time per directory, from tests/timing.py)
 test: $(INSTALLED)
 	$(BIN)/pytest
+
+# Before a merge: the default suite, then the smoke suite on the oldest supported pair (Spark 3.5 + Delta 3.2)
+check: test
 	$(PYTHON) -m tests.matrix --pair spark-3.5.9-delta-3.2.1
 
 test-slow: $(INSTALLED)

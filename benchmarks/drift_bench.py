@@ -43,6 +43,7 @@ from benchmarks.common import table, write_report
 from benchmarks.flow_bench import duckdb_files, load_config_spark, measure, poisson_arrivals
 from costmodel.benefit import MB
 from optimizer import tpch
+from optimizer.analysis.search import SearchResult
 from optimizer.config import Config, load_config
 from optimizer.demo import load_part
 from optimizer.runtime import build_session
@@ -215,9 +216,10 @@ def run(spark: Any, parts: Sequence[Path], root: Path, args: argparse.Namespace)
 
 
 def _brief(name: str, phase: str, append: bool, now: datetime, record: dict[str, Any], seconds: float) -> dict:
-    search = record.get("search") or {}
     recluster = record.get("recluster") or {}
     estimate = recluster.get("estimate") or {}
+    searched = record.get("search") or estimate.get("search")  # the new data's, else re-clustering's
+    search = SearchResult.from_dict(searched) if searched else None
     features = record.get("features") or {}
     job = record.get("job") or {}
     return {
@@ -231,8 +233,8 @@ def _brief(name: str, phase: str, append: bool, now: datetime, record: dict[str,
         "sop": features.get("sop"),
         "search_seconds": (record.get("seconds") or {}).get("search", (estimate.get("seconds") or {}).get("search")),
         "estimate_seconds": record.get("seconds"),
-        "search_estimates": search.get("estimates", (estimate.get("search") or {}).get("estimates")),
-        "search_chosen": search.get("chosen", (estimate.get("search") or {}).get("chosen")),
+        "search_estimates": search.estimates if search is not None else None,
+        "search_chosen": search.chosen_names if search is not None else None,
         "recluster_bytes": recluster.get("bytes") if record.get("action") == "recluster" else 0,
         "recluster_seconds": recluster.get("seconds"),
         "drift": recluster.get("reason"),

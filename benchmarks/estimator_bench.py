@@ -87,7 +87,14 @@ def run(scale: float = 0.2, queries: int = 200) -> dict[str, object]:
             )
             started = time.perf_counter()
             estimate = benefit_of(
-                base, snapshot, snapshot.files, features, sample, records, thresholds=thresholds, now=NOW
+                base,
+                snapshot,
+                snapshot.files,
+                features=features,
+                sample=sample,
+                records=records,
+                thresholds=thresholds,
+                now=NOW,
             )
             estimate_seconds = time.perf_counter() - started
             copy = work / f"z{nz}s{ns}"

@@ -72,7 +72,7 @@ def one_size(spark: Any, work: Path, count: int, estimated: int) -> dict[str, An
     assert all(r.reused for r in second), [r.reason for r in second if not r.reused][:3]
     assert DeltaTable(ctx.config.service.decisions_path).version() == decisions  # no commit
     for table in ctx.config.tables:  # the same pass without reuse: every verdict forgotten
-        ctx.state.save(ctx.state.load(table.name).with_(verdict={}))
+        ctx.state.save(ctx.state.load(table.name).with_(verdict=None))
     ctx.spark = lambda: spark
     started = time.perf_counter()
     run_once(ctx, NOW + timedelta(minutes=10))

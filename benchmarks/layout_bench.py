@@ -211,7 +211,7 @@ def run(scale: float = 1.0, queries: int = 200, spark_queries: int = 50) -> dict
         layouts.append((name, lineitem, result.seconds.get("total", 0.0)))
     sample = sample_frame(spark, base, snapshot, snapshot.files, thresholds.sample_rows).cache()
     records = log.read("lineitem")
-    logged = workload_replay(base, snapshot, snapshot.files, records, thresholds, NOW)
+    logged = workload_replay(base, snapshot, snapshot.files, records=records, thresholds=thresholds, now=NOW)
     estimates = {
         names.get(name, f"combined, {name}"): layout_benefit(logged, snapshot, chosen, sample, thresholds=thresholds)
         for name, chosen in candidates.items()

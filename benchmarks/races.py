@@ -9,12 +9,12 @@ a combined SOP + Z-order layout) runs and the operation lands, once, at the path
 
 * **delta-spark** (Delta's transaction through py4j) and **delta-rs** (`spark.commit: delta-rs`): right
   before the rewrite's first commit attempt, through the committer's ``before_commit`` (the job takes no
-  hook, so the harness wraps the committer the job asks `committer_for` for);
+  hook, so the harness wraps the committer `rewrite_path.open_path` gives the job; `committer_for` in older trees);
 * **delta-sql** (Delta's own OPTIMIZE on a liquid table, `optimizer.clustering.by_delta`): there is no
   point inside Delta's OPTIMIZE (it writes and commits within one statement), so the mid-commit race is
   not run; the operation lands at the one point deltaopt's own code has, after Delta's OPTIMIZE commits
-  and before deltaopt finds the run's commit by its tag (`by_delta.run_commits`; in trees before it, the
-  version was read as the newest one, `DeltaSql.latest`).
+  and before deltaopt finds the run's commit by its tag (`delta_sql_commit.run_commits`; `by_delta`'s in older
+  trees; earlier, the version was read as the newest one, `DeltaSql.latest`).
 
 Cases whose tables are partitioned by a timestamp run (the operation and the rewrite) in the session
 time zone America/Los_Angeles, the others in UTC; every table is read in both (`benchmarks.race_checks`).
@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -180,7 +180,7 @@ def injected(path: str, landing: Landing) -> Iterator[None]:
     from optimizer.table.delta_sql import DeltaSql
 
     if path == "delta-sql":  # where deltaopt learns what Delta's OPTIMIZE committed (older trees: `latest`)
-        owner, name = (by_delta, "run_commits") if hasattr(by_delta, "run_commits") else (DeltaSql, "latest")
+        owner, name = _delta_sql_point(by_delta, DeltaSql)
         found = getattr(owner, name)
 
         def after_optimize(*args: Any) -> Any:
@@ -190,9 +190,32 @@ def injected(path: str, landing: Landing) -> Iterator[None]:
         with mock.patch.object(owner, name, after_optimize):
             yield
         return
-    original = job.committer_for
-    with mock.patch.object(job, "committer_for", lambda t, s: _Racing(original(t, s), landing)):
+    if not hasattr(job, "open_path"):  # older trees: the job asked `committer_for`
+        original = job.committer_for
+        with mock.patch.object(job, "committer_for", lambda t, s: _Racing(original(t, s), landing)):
+            yield
+        return
+    opened = job.open_path
+
+    def racing(*args: Any, **kwargs: Any) -> Any:
+        chosen = opened(*args, **kwargs)
+        return chosen if chosen.path.by_delta else replace(chosen, committer=_Racing(chosen.committer, landing))
+
+    with mock.patch.object(job, "open_path", racing):
         yield
+
+
+def _delta_sql_point(by_delta: Any, delta_sql: Any) -> tuple[Any, str]:
+    """Where deltaopt learns which commits Delta's OPTIMIZE made: `run_commits` as the Delta-command
+    committer calls it (`optimizer.table.delta_sql_commit`), in older trees as `by_delta` imported it, or
+    before that the newest version (`DeltaSql.latest`)."""
+    try:
+        import optimizer.table.delta_sql_commit as commit_module
+    except ImportError:
+        commit_module = None
+    if commit_module is not None and hasattr(commit_module, "run_commits"):
+        return commit_module, "run_commits"
+    return (by_delta, "run_commits") if hasattr(by_delta, "run_commits") else (delta_sql, "latest")
 
 
 @contextmanager

@@ -33,7 +33,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,8 @@ import yaml
 
 from benchmarks.common import write_report
 from benchmarks.replay_data import EXPERT_COLUMNS, batches, queries, schema_of
+from benchmarks.replay_model import STRATEGIES, TABLES, BatchTimes, Replay, ScanResult
+from benchmarks.replay_report import plots, render
 from benchmarks.standard_reader import DuckDBReader
 from optimizer.analysis import TableContext, analyse_table
 from optimizer.clustering import optimize
@@ -54,59 +56,8 @@ from querylog.predicates.attribute import scan_filters
 from querylog.recorder import Recorder
 from querylog.store import QueryLogTable
 
-STRATEGIES = ("none", "expert z_order", "deltaopt optimize", "deltaopt service")
-TABLES = ("lineitem", "orders")
 START = datetime(2026, 3, 2, 0, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
-
-
-@dataclass
-class ScanResult:
-    """One scan of one query on one strategy's copy."""
-
-    strategy: str
-    batch: int
-    phase: int
-    table: str
-    template: str
-    seconds: float  # Spark: read() over the kept files, filter and aggregate the read columns
-    files_kept: int  # deltaopt's pruning
-    files_total: int
-    bytes_read: int  # column bytes of the kept files (deltaopt's pruning)
-    standard_files: int | None  # DuckDB's Delta extension (None: the extension failed on the filter)
-    rows: int  # rows Spark matched over the kept files
-    reference_rows: int  # rows matched over every file
-    reference: str  # "duckdb" or "spark" (the extension failed)
-    lower_bound: float  # bytes of the matching rows' read columns
-
-
-@dataclass
-class BatchTimes:
-    """Seconds one strategy spent around one batch."""
-
-    insert: float = 0.0
-    optimize: float = 0.0  # rewriting (OPTIMIZE jobs, z_order)
-    decide: float = 0.0  # analysis and estimation (the service's ticks besides their jobs; the manual analysis)
-    query: float = 0.0
-
-    @property
-    def total(self) -> float:
-        return self.insert + self.optimize + self.decide + self.query
-
-
-@dataclass
-class Replay:
-    scale: float
-    batches: int
-    per_batch: int
-    drift_at: int
-    halfway: int
-    scans: list[ScanResult] = field(default_factory=list)
-    times: dict[str, list[BatchTimes]] = field(default_factory=dict)
-    actions: list[dict[str, Any]] = field(default_factory=list)  # the service's tick records, brief
-    rows: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # strategy -> table -> (rows, hash)
-    seconds: float = 0.0
-    standard_errors: dict[str, int] = field(default_factory=dict)  # DuckDB extension failures by message
 
 
 def _slug(strategy: str) -> str:
@@ -339,8 +290,6 @@ def _batch_line(result: Replay, b: int) -> str:
 
 
 def main(argv: Sequence[str]) -> None:
-    from benchmarks.replay_report import plots, render
-
     parser = argparse.ArgumentParser(prog="python -m benchmarks replay")
     parser.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor (default SF1)")
     parser.add_argument("--batches", type=int, default=8, help="insert batches (at least 8)")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import table
-from benchmarks.replay_bench import STRATEGIES, TABLES, BatchTimes, Replay, ScanResult
+from benchmarks.replay_model import STRATEGIES, TABLES, BatchTimes, Replay, ScanResult
 
 MB = 1e6
 

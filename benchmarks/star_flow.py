@@ -39,7 +39,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -54,11 +54,14 @@ from benchmarks.delta_peers import DeltaPeer
 from benchmarks.flow_bench import append_everywhere, load_config_spark, record_hour
 from benchmarks.replay_data import _plain
 from benchmarks.star_bench import DATE_ORDER, EXPERT, FAMILIES, matching_files, workload
+from benchmarks.star_flow_report import render
+from benchmarks.star_flow_setup import DIMENSIONS, FACT, FILES_PER_INCREMENT, HELD_OUT, SERVICES
 from costmodel.benefit import MB
 from optimizer import tpch
 from optimizer.catalog import build_catalog
 from optimizer.config import Config, load_config
 from optimizer.demo import load_part
+from optimizer.estimate.record import AnalysisSummary
 from optimizer.joins import JoinDeriver
 from optimizer.runtime import build_session
 from optimizer.skipping.extended import location_key
@@ -68,13 +71,6 @@ from optimizer.table import TableAccess, open_table
 from querylog.capture import SqlContext, capture_sql
 from querylog.recorder import Recorder
 from querylog.store import QueryLogTable
-
-FACT = "lineitem"
-HELD_OUT = 60
-DIMENSIONS = ("part", "supplier")
-FILES_PER_INCREMENT = 12  # target file size: this fraction of one append
-# the watched copies: (label, table name in the warehouse, readers its layouts are priced for)
-SERVICES = (("service (standard readers)", FACT, None), ("service (deltaopt readers)", f"{FACT}_deltaopt", "deltaopt"))
 
 
 @dataclass(frozen=True)
@@ -318,8 +314,6 @@ def run(
         "final": final_readers(spark, uris, held, kept),
     }
     if report:
-        from benchmarks.star_flow_report import render  # the report reads this module's constants
-
         name = "star-flow" + (f"-{files_per_increment}files" if files_per_increment != FILES_PER_INCREMENT else "")
         raw = Path(__file__).parent / "reports" / f"{name}.json"
         raw.write_text(json.dumps(results, indent=1, default=str))
@@ -339,14 +333,14 @@ def run(
 
 def _decision(record: Mapping[str, Any]) -> dict[str, Any]:
     """What the report keeps of a tick's decision record."""
-    analysis = record.get("analysis") or {}
+    analysis = AnalysisSummary.from_dict(record.get("analysis") or {})
     return {
         "action": record.get("action"),
         "reason": record.get("reason"),
         "features": record.get("features"),
         # the record's explanation of each joined candidate (chosen or not, and why)
-        "joined_candidates": [c for c in analysis.get("candidates", []) if c["feature"].split(".")[0] in DIMENSIONS],
-        "from_joins": analysis.get("from_joins"),
+        "joined_candidates": [asdict(c) for c in analysis.candidates if c.feature.split(".")[0] in DIMENSIONS],
+        "from_joins": dict(analysis.from_joins) if record.get("analysis") else None,
         "job_seconds": (record.get("job") or {}).get("seconds"),
     }
 

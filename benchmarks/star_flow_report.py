@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from benchmarks.common import table
-from benchmarks.star_flow import HELD_OUT, SERVICES
+from benchmarks.star_flow_setup import HELD_OUT, SERVICES
 from costmodel.benefit import MB
 
 

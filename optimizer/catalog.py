@@ -59,7 +59,8 @@ def delta_tables_under(location: str) -> dict[str, str]:
         fs, root = pafs.FileSystem.from_uri(location)
         prefix = location[: location.index("://") + 3]
     else:
-        fs, root, prefix = pafs.LocalFileSystem(), location.rstrip("/"), ""
+        fs = pafs.LocalFileSystem()
+        root, prefix = location.rstrip("/"), ""
     found: dict[str, str] = {}
 
     def visit(directory: str, depth: int) -> None:

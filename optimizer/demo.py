@@ -26,7 +26,7 @@ from optimizer.config import load_config
 from optimizer.inspect import human_bytes, render, table_info
 from optimizer.runtime import build_session, runtime_info
 from optimizer.service.record import TickRecord
-from optimizer.table import open_table
+from optimizer.table import TableAccess, open_table
 
 
 def _say(message: str) -> None:
@@ -92,7 +92,6 @@ def _show(record: TickRecord) -> None:
 
 def run_demo(workdir: str, scale: float = 0.1, parts: int = 8, fresh: bool = True) -> int:
     from optimizer.service.service import context, run_once
-    from optimizer.skipping.scan import plan_scan
 
     root = Path(workdir).resolve()
     if fresh and root.exists():
@@ -107,7 +106,9 @@ def run_demo(workdir: str, scale: float = 0.1, parts: int = 8, fresh: bool = Tru
     spark = build_session(config.spark)
     _say(runtime_info(spark).describe())
     table = open_table(str(table_path))
-    first, later = part_files[: max(parts // 2, 1)], part_files[max(parts // 2, 1) :]
+    half = max(parts // 2, 1)
+    first = part_files[:half]
+    later = part_files[half:]
     for part in first:
         load_part(spark, table, part)
     _say(f"loaded {len(first)} increments into {table_path} ({len(table.snapshot().files)} small files)")
@@ -130,6 +131,18 @@ def run_demo(workdir: str, scale: float = 0.1, parts: int = 8, fresh: bool = Tru
     _show(run_once(ctx)[0])
     _show(run_once(ctx)[0])
 
+    _show_outcome(table, log_path)
+    _say(f"done in {time.monotonic() - started:.0f}s")
+    _say(f"decision log: {config.decision_log_path}")
+    _say(f"decisions table: {config.service.decisions_path}; try: deltaopt decisions --config {root / 'deltaopt.yaml'}")
+    return 0
+
+
+def _show_outcome(table: TableAccess, log_path: str) -> None:
+    """The table after the service's ticks: its layout health, the rewrites in its history, and what
+    some workload queries read now."""
+    from optimizer.skipping.scan import plan_scan
+
     print(render(table_info(table, log_uri=log_path)))
     _say("the table's history of layout rewrites (who committed, as Delta's history shows them):")
     for commit in table.history():
@@ -146,7 +159,3 @@ def run_demo(workdir: str, scale: float = 0.1, parts: int = 8, fresh: bool = Tru
             f"  {plan.skipped_files}/{plan.total_files} files skipped, {human_bytes(plan.bytes_read)} of "
             f"{human_bytes(plan.total_bytes)} read: {where[:90]}"
         )
-    _say(f"done in {time.monotonic() - started:.0f}s")
-    _say(f"decision log: {config.decision_log_path}")
-    _say(f"decisions table: {config.service.decisions_path}; try: deltaopt decisions --config {root / 'deltaopt.yaml'}")
-    return 0

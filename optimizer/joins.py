@@ -186,7 +186,8 @@ class JoinDeriver:
         values = pc.unique(pc.drop_null(keys)).to_pylist()
         if not values:
             return ()
-        low, high = min(values), max(values)
+        low = min(values)
+        high = max(values)
         listed = max(self.max_in, self.max_keys)
         listed_values = values[: listed + 1]  # as `_evaluate`: past `listed`, only the count matters
         filters = key_filters(key.column, listed_values, low, high, max_in=self.max_in, max_keys=self.max_keys)
@@ -220,7 +221,8 @@ class JoinDeriver:
             if len(values) > max(self.max_in, self.max_keys):  # truncated: the bounds come from all keys
                 low, high = keys.agg(F.min("k"), F.max("k")).collect()[0]
             else:
-                low, high = min(values), max(values)
+                low = min(values)
+                high = max(values)
             filters = key_filters(key.column, values, low, high, max_in=self.max_in, max_keys=self.max_keys)
         except (QueryLogError, DeltaOptError) as err:
             log.warning("cannot derive from %s: %s", key.other, err)

@@ -15,7 +15,7 @@ delta-rs on the driver (see `optimizer.table`). Sessions deltaopt builds load th
 jars `optimizer.delta_jars` caches in the environment) unless ``spark.delta: off``, and the stores'
 connectors their tables need; where the session has Delta, OPTIMIZE commits through Delta's own
 transaction. A Connect session has no JVM here: Delta's own OPTIMIZE runs on the server
-(`optimizer.table.committer`, docs/CLUSTERS.md). Which one commits is detected and reported.
+(`optimizer.table.rewrite_path`, docs/CLUSTERS.md). Which one commits is detected and reported.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 
 from optimizer.config import SparkSettings, TableSettings
 from optimizer.errors import SparkRuntimeError
-from optimizer.table.committer import COMMIT_CONF  # SparkSettings.commit, readable by jobs wherever they run
+from optimizer.table.rewrite import COMMIT_CONF  # SparkSettings.commit, readable by jobs wherever they run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -236,11 +236,9 @@ def _start(settings: SparkSettings, mode: Mode, conf: dict[str, str]) -> SparkSe
 def delta_jvm_available(spark: SparkSession) -> bool | None:
     """Whether the Delta engine's classes load in the driver JVM (through the class loader that sees
     ``spark.jars``); None under Spark Connect, which has no JVM gateway."""
-    from optimizer.table.delta_engine import delta_classes
+    from optimizer.table.rewrite_path import Capabilities
 
-    if getattr(spark, "_jvm", None) is None:
-        return None
-    return delta_classes(spark) is not None
+    return Capabilities.of_session(spark).delta_in_jvm
 
 
 def runtime_info(spark: SparkSession, settings: SparkSettings | None = None) -> RuntimeInfo:
@@ -251,16 +249,14 @@ def runtime_info(spark: SparkSession, settings: SparkSettings | None = None) -> 
     else:
         master = spark.sparkContext.master or settings.master
         mode = "embedded" if master.startswith("local") else "cluster"
-    from optimizer.table.committer import commit_engine
-    from optimizer.table.delta_adapter import delta_version
-    from optimizer.table.delta_engine import delta_classes
+    from optimizer.table.rewrite_path import Capabilities
 
-    package = delta_classes(spark) if mode != "connect" else None
+    capabilities = Capabilities.of_session(spark)
     return RuntimeInfo(
         mode=mode,
         master=master,
         spark_version=spark.version,
-        delta_jvm=delta_jvm_available(spark),
-        commit_engine=commit_engine(spark),
-        delta_version=delta_version(spark._jvm, package) if package else None,
+        delta_jvm=capabilities.delta_in_jvm,
+        commit_engine=capabilities.engine(),
+        delta_version=capabilities.release() if mode != "connect" else None,
     )

@@ -75,6 +75,7 @@ class Recorder:
         self,
         log_table: QueryLogTable,
         spill_dir: str | Path,
+        *,
         capacity: int = 1000,
         flush_interval: float = 60.0,
         context: SqlContext = SqlContext(),
@@ -105,10 +106,10 @@ class Recorder:
         table_id: str,
         filters: Sequence[str] = (),
         columns: Sequence[str] = (),
+        *,
         ts: datetime | None = None,
         query_id: str | None = None,
         metrics: Metrics = Metrics(),
-        *,
         joins: Sequence[JoinKey] = (),
     ) -> None:
         """Record one scan of `table_id` with its pushed filters (SQL text) and its inner equi-joins with

@@ -21,6 +21,16 @@ def spark() -> Iterator[object]:
     session.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _template_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The run's directory of template tables (`tests.templates.copy_of`: built once, copied per test)."""
+    from tests import templates
+
+    templates.use_root(tmp_path_factory.mktemp("templates"))
+    yield
+    templates.use_root(None)
+
+
 @pytest.fixture
 def table_path(tmp_path: Path) -> str:
     return str(tmp_path / "table")

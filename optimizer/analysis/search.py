@@ -88,9 +88,14 @@ class SearchResult:
     stopped: str  # why the search ended
     chosen: tuple[Candidate, ...] = field(default_factory=tuple)
 
+    @property
+    def chosen_names(self) -> list[str]:
+        """The chosen candidates as the record and the CLI write them (``z: x``, in the order chosen)."""
+        return [f"{c.kind}: {c.feature}" for c in self.chosen]
+
     def as_dict(self) -> dict[str, Any]:
         return {
-            "chosen": [f"{c.kind}: {c.feature}" for c in self.chosen],
+            "chosen": self.chosen_names,
             "benefit": round(self.score.benefit, 4),
             "cost": round(self.score.cost, 4),
             "estimates": self.estimates,
@@ -98,6 +103,32 @@ class SearchResult:
             "stopped": self.stopped,
             "candidates": [o.as_dict() for o in self.outcomes],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchResult:
+        """The search read back from a decision record: every figure it keeps (`as_dict` of the result
+        gives the record again); `features` is the chosen layout alone (the record keeps no pool)."""
+        chosen = tuple(Candidate(*str(name).split(": ", 1)) for name in data.get("chosen") or [])
+        outcomes = tuple(
+            CandidateOutcome(
+                Candidate(str(c["kind"]), str(c["feature"])),
+                c.get("round"),
+                c.get("marginal_benefit"),
+                c.get("marginal_cost"),
+                int(c.get("estimates", 0)),
+                str(c.get("reason", "not estimated")),
+            )
+            for c in data.get("candidates") or []
+        )
+        return cls(
+            layout_of(FeatureSet(), chosen),
+            Score(float(data["benefit"]), float(data["cost"])),
+            outcomes,
+            int(data["estimates"]),
+            float(data["seconds"]),
+            str(data["stopped"]),
+            chosen,
+        )
 
 
 def layout_of(pool: FeatureSet, chosen: Sequence[Candidate]) -> FeatureSet:

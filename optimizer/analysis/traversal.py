@@ -42,7 +42,8 @@ def traverse(
     correlated: dict[Hashable, tuple[Hashable, float | None]] = {}
 
     def rank(vertex: Hashable) -> tuple[float, float, str]:
-        first, second = (frequency.get(vertex, 0.0), working.degree(vertex))
+        first = frequency.get(vertex, 0.0)
+        second = working.degree(vertex)
         if policy == "degree":
             first, second = second, first
         return (-first, -second, str(vertex))

@@ -139,17 +139,17 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 def _optimized(path: str, result: OptimizeResult) -> str:
     """The human summary of one OPTIMIZE run (one by Delta's own commands says what they did)."""
-    by_delta = result.output.get("clustering")
+    command = result.command  # Delta's own commands' run (None: deltaopt's layout, or nothing to lay out)
+    by_delta = command.describe() if command is not None else None
     if result.version is None:
-        liquid = result.output.get("liquid")
-        if isinstance(liquid, dict) and liquid.get("mode") == "suggest":
+        if command is not None and command.liquid is not None and command.liquid.mode == "suggest":
             return str(by_delta)  # it says the table was left as it is
         return f"{by_delta}; nothing to commit" if by_delta else "nothing to optimise: no unclustered files"
     files = f"{path}: version {result.version}, {result.files_in} -> {result.files_out} files, "
     files += f"{result.bytes_in:,} -> {result.bytes_out:,} bytes"
     if by_delta:
         return f"{files}; committed by Delta's own OPTIMIZE\n  {by_delta}"
-    who = "Delta's own transaction" if result.committed_by == "delta-spark" else result.committed_by
+    who = {"delta-spark": "Delta's own transaction"}.get(result.committed_by, result.committed_by)
     lines = [f"{files}, {result.rows:,} rows; committed by {who}"]
     if result.properties:
         lines.append("  clustering keys got statistics: " + ", ".join(f"{k}={v}" for k, v in result.properties.items()))

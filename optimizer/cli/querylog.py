@@ -25,7 +25,9 @@ def _querylog_target(args: argparse.Namespace):
         watched, configured, spark_settings = {t.name: t.path for t in config.tables}, config.schemas, config.spark
     elif args.log:
         config, log_table = None, QueryLogTable(args.log)
-        watched, configured, spark_settings = _located_table(args.log), SchemaSettings(), SparkSettings()
+        watched = _located_table(args.log)
+        configured = SchemaSettings()
+        spark_settings = SparkSettings()
     else:
         raise DeltaOptError("give --log PATH, or --config FILE [--table NAME]")
     sources = SchemaSettings(  # the command line adds to the configuration (and its file wins)

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from optimizer.cli.common import print_json, watched
 from optimizer.errors import DeltaOptError
+
+if TYPE_CHECKING:
+    from costmodel.benefit import BenefitEstimate
+    from optimizer.analysis.search import SearchResult
+    from optimizer.config import TableSettings
+    from optimizer.estimate.record import Decision
+    from optimizer.service.state import TableState
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
@@ -26,48 +34,63 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if args.json:
         print_json(decision.as_dict())
         return 0
-    print(f"{table.name} v{decision.version}: {decision.action.upper()} - {decision.reason}")
+    _print_decision(table.name, decision)
+    return 0
+
+
+def _print_decision(name: str, decision: Decision) -> None:
+    """The estimate for an operator: the verdict and its reason, the new data, and the figures behind it."""
+    print(f"{name} v{decision.version}: {decision.action.upper()} - {decision.reason}")
     print(
         f"  new data: {decision.new_files} files, {decision.new_bytes:,} bytes (threshold {decision.min_new_bytes:,})"
     )
-    if decision.outside_window and decision.outside_window.get("count"):
-        o = decision.outside_window
-        print(f"  outside the workload window: {o['count']} logged scans ({o['first']} .. {o['last']})")
+    older = decision.outside_window
+    if older is not None and older.count:
+        first = older.first.isoformat() if older.first else None
+        last = older.last.isoformat() if older.last else None
+        print(f"  outside the workload window: {older.count} logged scans ({first} .. {last})")
     if decision.cost and decision.benefit:
-        b = decision.benefit
         print(f"  cost: {decision.cost.seconds:.1f} cluster-s ({decision.cost.terms})")
-        print(
-            f"  benefit: {b.benefit:.1f} cluster-s = {b.expected_queries:.0f} expected queries x "
-            f"{b.saved_mb_per_query:.2f} MB saved each; scanned share {b.p_before:.1%} -> {b.p_after:.1%}"
-        )
-        print(f"    of which skipping {b.benefit_skipping:.1f}, compression {b.benefit_compression:.1f}")
-        if b.rate is not None and b.rate.period_start is not None:
-            print(
-                f"  query rate: {b.rate.per_day:,.1f}/day over {b.rate.covered_seconds / 3600:,.1f} h of log "
-                f"from {b.rate.period_start:%Y-%m-%d %H:%M} ({len(b.rate.gaps)} gap(s) left out)"
-            )
-        if b.compression is not None:
-            c = b.compression
-            figures = c.as_dict()
-            print(
-                f"  stored bytes x{c.ratio:.3f} ({c.codec_before} -> {c.codec_after}): compaction "
-                f"x{figures['compaction']}, clustering x{figures['clustering']}"
-            )
-        for name, seen in b.readers.items():
-            print(
-                f"  {name} readers ({seen['share']:.0%} of reads): {seen['bytes_per_query_before'] / 1e6:.2f} -> "
-                f"{seen['bytes_per_query_after'] / 1e6:.2f} MB per query, benefit {seen['benefit']:.1f}"
-            )
+        _print_benefit(decision.benefit)
         print(f"  features: {decision.features.as_dict() if decision.features is not None else {}}")
-    if decision.search:
-        search = decision.search
+    if decision.search is not None:
+        _print_search(decision.search)
+
+
+def _print_benefit(b: BenefitEstimate) -> None:
+    """The benefit's figures: queries, bytes saved, the query rate, stored bytes, each kind of reader."""
+    print(
+        f"  benefit: {b.benefit:.1f} cluster-s = {b.expected_queries:.0f} expected queries x "
+        f"{b.saved_mb_per_query:.2f} MB saved each; scanned share {b.p_before:.1%} -> {b.p_after:.1%}"
+    )
+    print(f"    of which skipping {b.benefit_skipping:.1f}, compression {b.benefit_compression:.1f}")
+    if b.rate is not None and b.rate.period_start is not None:
         print(
-            f"  feature search: {search['estimates']} estimates in {search['seconds']} s; chosen {search['chosen']}; "
-            f"{search['stopped']}"
+            f"  query rate: {b.rate.per_day:,.1f}/day over {b.rate.covered_seconds / 3600:,.1f} h of log "
+            f"from {b.rate.period_start:%Y-%m-%d %H:%M} ({len(b.rate.gaps)} gap(s) left out)"
         )
-        for candidate in search["candidates"]:
-            print(f"    {candidate['kind']} {candidate['feature']}: {candidate['reason']}")
-    return 0
+    if b.compression is not None:
+        c = b.compression
+        figures = c.as_dict()
+        print(
+            f"  stored bytes x{c.ratio:.3f} ({c.codec_before} -> {c.codec_after}): compaction "
+            f"x{figures['compaction']}, clustering x{figures['clustering']}"
+        )
+    for name, seen in b.readers.items():
+        print(
+            f"  {name} readers ({seen['share']:.0%} of reads): {seen['bytes_per_query_before'] / 1e6:.2f} -> "
+            f"{seen['bytes_per_query_after'] / 1e6:.2f} MB per query, benefit {seen['benefit']:.1f}"
+        )
+
+
+def _print_search(search: SearchResult) -> None:
+    """The feature search: what it cost, what it chose, why it stopped, and each candidate's fate."""
+    print(
+        f"  feature search: {search.estimates} estimates in {round(search.seconds, 3)} s; "
+        f"chosen {search.chosen_names}; {search.stopped}"
+    )
+    for outcome in search.outcomes:
+        print(f"    {outcome.candidate.kind} {outcome.candidate.feature}: {outcome.reason}")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -96,64 +119,75 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _tables_status(args: argparse.Namespace) -> int:
     from optimizer.cli.common import load_resolved
-    from optimizer.clustering.groups import clustered_groups
-    from optimizer.inspect import human_bytes, table_info
     from optimizer.service.state import StateStore
-    from optimizer.table import open_table
 
     config = load_resolved(args.config)
     store = StateStore(config.service.state_dir)
-    rows = []
-    for table in config.tables:
-        state = store.load(table.name)
-        entry: dict[str, Any] = {
-            "table": table.name,
-            "paused": table.paused,
-            "last_decision": state.last_decision,
-            "ticks": state.ticks,
-            "last_optimized_version": state.last_optimized_version,
-        }
-        try:
-            delta = open_table(table.path)
-            info = table_info(delta)
-            entry.update(
-                version=info.version,
-                files=info.files,
-                bytes=info.bytes,
-                clustered_bytes=info.clustered_bytes,
-                unclustered_bytes=info.unclustered_bytes,
-                layouts=[
-                    {**g.as_dict(), "current": g.key == state.current_layout}
-                    for g in clustered_groups(delta, delta.snapshot())
-                ],
-            )
-        except DeltaOptError as err:
-            entry["error"] = str(err)
-        rows.append(entry)
+    rows = [_table_status(table, store.load(table.name)) for table in config.tables]
     if args.json:
         print_json(rows)
         return 0
     for entry in rows:
-        decision = entry["last_decision"] or {}
-        print(f"{entry['table']}{' [paused]' if entry['paused'] else ''}")
-        if "error" in entry:
-            print(f"  error: {entry['error']}")
-        else:
-            print(
-                f"  version {entry['version']}, {entry['files']} files, {human_bytes(entry['bytes'])}; clustered "
-                f"{human_bytes(entry['clustered_bytes'])}, unclustered {human_bytes(entry['unclustered_bytes'])}"
-            )
-            for layout in entry["layouts"]:
-                which = "current features" if layout["current"] else "older features"
-                print(
-                    f"    {which}: {layout['files']} files, {human_bytes(layout['bytes'])} clustered on "
-                    f"{layout['features']}"
-                )
-        print(
-            f"  last decision: {decision.get('ts', 'never')} {str(decision.get('action', '')).upper()} "
-            f"{decision.get('reason', '')}"
-        )
+        _print_table_status(entry)
     return 0
+
+
+def _table_status(table: TableSettings, state: TableState) -> dict[str, Any]:
+    """One table's status: what the service's state says, and its files as the log has them now (or
+    the one line saying why the table cannot be read)."""
+    from optimizer.clustering.groups import clustered_groups
+    from optimizer.inspect import table_info
+    from optimizer.table import open_table
+
+    entry: dict[str, Any] = {
+        "table": table.name,
+        "paused": table.paused,
+        "last_decision": state.last_decision,
+        "ticks": state.ticks,
+        "last_optimized_version": state.last_optimized_version,
+    }
+    try:
+        delta = open_table(table.path)
+        info = table_info(delta)
+        entry.update(
+            version=info.version,
+            files=info.files,
+            bytes=info.bytes,
+            clustered_bytes=info.clustered_bytes,
+            unclustered_bytes=info.unclustered_bytes,
+            layouts=[
+                {**g.as_dict(), "current": g.key == state.current_layout}
+                for g in clustered_groups(delta, delta.snapshot())
+            ],
+        )
+    except DeltaOptError as err:
+        entry["error"] = str(err)
+    return entry
+
+
+def _print_table_status(entry: Mapping[str, Any]) -> None:
+    """A table's status for an operator: files, clustered and unclustered bytes, layouts, last decision."""
+    from optimizer.inspect import human_bytes
+
+    decision = entry["last_decision"] or {}
+    print(f"{entry['table']}{' [paused]' if entry['paused'] else ''}")
+    if "error" in entry:
+        print(f"  error: {entry['error']}")
+    else:
+        print(
+            f"  version {entry['version']}, {entry['files']} files, {human_bytes(entry['bytes'])}; clustered "
+            f"{human_bytes(entry['clustered_bytes'])}, unclustered {human_bytes(entry['unclustered_bytes'])}"
+        )
+        for layout in entry["layouts"]:
+            which = "current features" if layout["current"] else "older features"
+            print(
+                f"    {which}: {layout['files']} files, {human_bytes(layout['bytes'])} clustered on "
+                f"{layout['features']}"
+            )
+    print(
+        f"  last decision: {decision.get('ts', 'never')} {str(decision.get('action', '')).upper()} "
+        f"{decision.get('reason', '')}"
+    )
 
 
 def _fleet_status(args: argparse.Namespace) -> int:
@@ -172,23 +206,23 @@ def _fleet_status(args: argparse.Namespace) -> int:
 
 def cmd_decisions(args: argparse.Namespace) -> int:
     from optimizer.config import load_config
-    from optimizer.service.decisions import DecisionLog
+    from optimizer.service.decisions import DecisionLog, LoggedDecision
 
     config = load_config(args.config)
     records = DecisionLog(config.decision_log_path, config.service.decisions_path).read(args.table, args.last)
     if args.json:
         print_json(records)
         return 0
-    for r in records:
-        print(f"{r['ts']}  {r['table']}  v{r.get('version', '?')}  {r['action'].upper()}: {r['reason']}")
-        job = r.get("job")
-        if job:
+    for r in map(LoggedDecision.from_dict, records):
+        print(f"{r.ts}  {r.table}  v{r.version}  {r.action.upper()}: {r.reason}")
+        job = r.job
+        if job is not None:
             print(
-                f"    job on {job.get('executor')} ({job.get('where')}): {job.get('files_in', 0)} -> "
-                f"{job.get('files_out', 0)} files, {job.get('bytes_in', 0):,} -> {job.get('bytes_out', 0):,} bytes, "
-                f"{job.get('seconds', 0)}s{', error: ' + job['error'] if job.get('error') else ''}"
+                f"    job on {job.executor} ({job.where}): {job.files_in} -> {job.files_out} files, "
+                f"{job.bytes_in:,} -> {job.bytes_out:,} bytes, {job.seconds}s"
+                f"{', error: ' + job.error if job.error else ''}"
             )
-        if r.get("features"):
-            print(f"    features: z={r['features'].get('z')} sop={r['features'].get('sop')}")
+        if r.features:
+            print(f"    features: z={r.features.get('z')} sop={r.features.get('sop')}")
     print(f"{len(records)} decision(s)")
     return 0

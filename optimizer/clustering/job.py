@@ -9,7 +9,8 @@
 Guarantees: only the given files are rewritten; nothing is committed unless the written rows equal the
 input rows (count and two order-insensitive hashes per partition group); the commit removes exactly
 the input files and adds the written ones with ``dataChange=false``, and loses cleanly against
-concurrent commits (`optimizer.table.committer`: Delta's own transaction, or delta-rs). Only small,
+concurrent commits (the committer `optimizer.table.rewrite_path.open_path` chose: Delta's own transaction,
+or delta-rs). Only small,
 distinct things reach the driver: vector counts, quantile samples, per-file aggregates.
 """
 
@@ -20,24 +21,22 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from optimizer.clustering.by_delta import laid_out_by_delta, optimize_with_delta
+from optimizer.clustering.by_delta import CommandRun, optimize_with_delta
 from optimizer.clustering.joined import joined_ranges
 from optimizer.clustering.layout import Layout, Progress, cluster_frame, fingerprint_columns, wrap64
+from optimizer.clustering.layout_commit import Staged, commit_staged, index_keys, keys_health
 from optimizer.clustering.result import OptimizeResult
 from optimizer.config_types import LiquidMode
-from optimizer.errors import ClusteringError, CommitOutcomeUnknownError
+from optimizer.errors import ClusteringError
 from optimizer.features import FeatureSet
 from optimizer.skipping.collect import stats_spec
-from optimizer.skipping.extended import ExtendedStats, delete_index, to_json, unclustered_files, write_index
-from optimizer.skipping.health import layout_health
+from optimizer.skipping.extended import ExtendedStats, to_json, unclustered_files, write_index
 from optimizer.table.access import DataFile, Snapshot, StagedFile
-from optimizer.table.committer import Committer, RewriteRequest, commit_engine, committer_for
-from optimizer.table.key_stats import describe_change, indexing_properties, key_columns
+from optimizer.table.key_stats import indexing_properties, key_columns
 from optimizer.table.output import OutputSettings, resolve_output
-from optimizer.table.protocol import check_rewritable
+from optimizer.table.rewrite_path import OpenedPath, choose_path, open_path
 from optimizer.table.staging import session_zone
 from optimizer.table.stats import data_columns, stats_columns
 
@@ -48,18 +47,6 @@ if TYPE_CHECKING:
     from optimizer.table.access import TableAccess
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _Staged:
-    """Files written and verified but not committed, with what the commit and the result report."""
-
-    files: list[StagedFile]
-    layout: Layout
-    output: Mapping[str, object]
-    cluster_seconds: float
-    write_seconds: float
-    rows: int  # verified: the rows read and written
 
 
 def optimize(
@@ -84,26 +71,46 @@ def optimize(
     liquid table (its keys are the user's: changed only when `liquid` is ``set``), or any table in a SQL-only
     session, is laid out by Delta's commands (`clustering.by_delta`). Raises `ClusteringError` (bad feature,
     rows differ), `CommitConflictError` (lost a race: nothing committed), `TableAccessError`."""
-    started, engine, run_id = time.perf_counter(), commit_engine(spark), run_id or uuid.uuid4().hex[:16]
-    committer = None if engine == "delta-sql" else committer_for(table, spark)  # an unsafe store: refused first
-    snapshot = snapshot or table.snapshot()  # a feature the rewrite cannot honour: refused before any work
-    if committer is None or laid_out_by_delta(engine, snapshot):  # Delta's own commands lay it out
-        delta = partial(optimize_with_delta, metadata=metadata, files=files, engine=engine, liquid=liquid)
-        return delta(spark, table, features, snapshot, run_id, progress)
-    check_rewritable(snapshot.features, table.uri, delta_engine=committer.engine == "delta-spark")
-    properties = indexing_properties(snapshot, key_columns(features)) if stats_for_keys else {}
+    started = time.perf_counter()
+    run_id = run_id or uuid.uuid4().hex[:16]
+    opened = open_path(spark, table, snapshot, liquid=liquid)  # an unsafe store, a feature: refused before any work
+    if opened.path.by_delta:  # Delta's own commands lay it out
+        return optimize_with_delta(opened, table, features, CommandRun(run_id, progress, metadata, files))
+    plan = _Plan(run_id, target_file_size, order_ids, output, progress)
+    return _layout_run(spark, table, opened, features, _LayoutRun(plan, files, metadata, stats_for_keys, started))
+
+
+@dataclass(frozen=True)
+class _LayoutRun:
+    """What deltaopt's own layout run needs besides the table: how it writes, the files to rewrite (None:
+    the unclustered ones), commit metadata, whether keys get statistics first, when it started."""
+
+    plan: _Plan
+    files: Sequence[DataFile] | None
+    metadata: Mapping[str, Any] | None
+    stats_for_keys: bool
+    started: float
+
+
+def _layout_run(
+    spark: SparkSession, table: TableAccess, opened: OpenedPath, features: FeatureSet, run: _LayoutRun
+) -> OptimizeResult:
+    """deltaopt's combined layout: key statistics first (when wanted), then write, verify and commit."""
+    committer, snapshot, run_id = opened.committer, opened.snapshot, run.plan.run_id
+    properties = indexing_properties(snapshot, key_columns(features)) if run.stats_for_keys else {}
     if properties:
-        snapshot = _index_keys(committer, snapshot, properties, run_id, progress)
-    chosen = _active(snapshot, list(files) if files is not None else unclustered_files(table, snapshot))
+        snapshot = index_keys(committer, snapshot, properties, run_id, run.plan.progress)
+        opened = _chosen_again(opened, snapshot)
+    chosen = _active(snapshot, list(run.files) if run.files is not None else unclustered_files(table, snapshot))
     if not chosen:
         return OptimizeResult.nothing(run_id, features, properties)
-    plan = _Plan(run_id, target_file_size, order_ids, output, progress)
-    staged = _write_verified(spark, table, snapshot, chosen, features, plan)
+    staged = _write_verified(spark, table, opened, chosen, features, plan=run.plan)
     clock = time.perf_counter()
-    version = _commit(committer, snapshot, chosen, staged, features, run_id=run_id, rows=staged.rows, metadata=metadata)
+    version = commit_staged(committer, snapshot, chosen, staged, features, run_id=run_id, metadata=run.metadata)
     seconds = {"cluster": staged.cluster_seconds, "write": staged.write_seconds, "commit": time.perf_counter() - clock}
-    health, seconds["total"] = _health(table, snapshot, version, features), time.perf_counter() - started
-    progress(f"committed version {version} in {seconds['total']:.1f}s")
+    health = keys_health(table, snapshot, version, features)
+    seconds["total"] = time.perf_counter() - run.started
+    run.plan.progress(f"committed version {version} in {seconds['total']:.1f}s")
     return OptimizeResult(
         run_id=run_id,
         version=version,
@@ -121,7 +128,21 @@ def optimize(
         committed_by=committer.engine,
         properties=properties,
         health=health,
+        path=opened.path,
     )
+
+
+def _chosen_again(opened: OpenedPath, snapshot: Snapshot) -> OpenedPath:
+    """The path on `snapshot`, the table after the key-statistics commit, which the files are written for:
+    refused if the way the table is rewritten changed since it was chosen; else that snapshot's reader and
+    writer needs (a feature enabled meanwhile, e.g. row tracking, puts Delta's writer in charge)."""
+    planned = opened.path
+    planned.recheck(snapshot.features, snapshot.version)
+    path = choose_path(
+        planned.capabilities, snapshot.features, liquid=planned.liquid, uri=planned.uri, version=snapshot.version
+    )
+    opened.committer.path = path
+    return replace(opened, path=path, snapshot=snapshot)
 
 
 @dataclass(frozen=True)
@@ -133,28 +154,6 @@ class _Plan:
     order_ids: bool
     output: OutputSettings
     progress: Progress
-
-
-def _index_keys(
-    committer: Committer, snapshot: Snapshot, properties: Mapping[str, str], run_id: str, progress: Progress
-) -> Snapshot:
-    """Commit the property change that gives the clustering keys statistics; the table after it (so
-    the files this run writes carry them)."""
-    progress(f"run {run_id}: clustering keys get statistics: {describe_change(snapshot, properties)}")
-    committer.set_properties(properties, {"run_id": run_id, "reason": "statistics for clustering keys"})
-    return committer.table.snapshot()
-
-
-def _health(table: TableAccess, before: Snapshot, version: int, features: FeatureSet) -> dict[str, Any]:
-    """The clustering keys' layout health over the whole table before the run and at `version`."""
-    keys = key_columns(features)
-    if not keys:
-        return {}
-    after = table.snapshot(version).files
-    return {
-        "before": [h.as_dict() for h in layout_health(before.files, keys)],
-        "after": [h.as_dict() for h in layout_health(after, keys)],
-    }
 
 
 def _active(snapshot: Snapshot, chosen: list[DataFile]) -> list[DataFile]:
@@ -170,6 +169,7 @@ def _cluster(
     frame: DataFrame,
     chosen: Sequence[DataFile],
     features: FeatureSet,
+    *,
     columns: Sequence[str],
     partition_columns: Sequence[str],
     plan: _Plan,
@@ -196,20 +196,23 @@ def _cluster(
 def _write_verified(
     spark: SparkSession,
     table: TableAccess,
-    snapshot: Snapshot,
+    opened: OpenedPath,
     chosen: Sequence[DataFile],
     features: FeatureSet,
+    *,
     plan: _Plan,
-) -> _Staged:
-    """Cluster and write `chosen`'s rows, then prove the written rows equal the input and write the
-    extended-stats index; on any failure the written files are removed and nothing is committed."""
+) -> Staged:
+    """Cluster and write `chosen`'s rows (at `opened.snapshot`), then prove the written rows equal the input
+    and write the extended-stats index; on any failure the written files are removed and nothing is committed."""
     clock = time.perf_counter()
-    run_id = plan.run_id
+    run_id, snapshot = plan.run_id, opened.snapshot
     stored = data_columns(snapshot.spark_schema(), snapshot.partition_columns)
     frame = table.read_files(spark, chosen, snapshot, for_rewrite=True)
     delta_columns = {c.name.lower() for c in stats_columns(stored, snapshot.configuration) if c.minmax}
     spec = stats_spec(frame, features, delta_columns)
-    layout = _cluster(frame, chosen, features, stored.names, snapshot.partition_columns, plan)
+    layout = _cluster(
+        frame, chosen, features, columns=stored.names, partition_columns=snapshot.partition_columns, plan=plan
+    )
     cluster_seconds = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -238,7 +241,7 @@ def _write_verified(
     rows = _prove_and_index(
         spark,
         table,
-        snapshot,
+        opened,
         features,
         staged,
         rows_by_path=rows_by_path,
@@ -247,16 +250,23 @@ def _write_verified(
         key_types=spec.key_types,
         plan=plan,
     )
-    output = written_with.as_dict()
-    if snapshot.features.needs_delta_writer:  # Delta's writer takes the codec only: its own row groups, level
+    output = _written_with(written_with, delta_writer=opened.path.delta_writer)
+    return Staged(staged, layout, output, cluster_seconds, write_seconds, rows)
+
+
+def _written_with(settings: OutputSettings, *, delta_writer: bool) -> dict[str, object]:
+    """The result's ``output``: the Parquet settings the files were written with. Delta's writer takes
+    the codec only (its own row groups and level)."""
+    output = dict(settings.as_dict())
+    if delta_writer:
         output |= {"level": None, "row_group_bytes": None, "writer": "delta"}
-    return _Staged(staged, layout, output, cluster_seconds, write_seconds, rows)
+    return output
 
 
 def _prove_and_index(
     spark: SparkSession,
     table: TableAccess,
-    snapshot: Snapshot,
+    opened: OpenedPath,
     features: FeatureSet,
     staged: list[StagedFile],
     *,
@@ -269,70 +279,22 @@ def _prove_and_index(
     """Prove the written rows equal the input (`_verify`), record joined ranges, and write the run's
     extended-stats index; the number of rows proven. On any failure the written files are removed, so
     nothing uncommitted stays."""
-    progress = plan.progress
+    progress, snapshot = plan.progress, opened.snapshot
     progress(f"wrote {len(staged)} file(s), {sum(f.size for f in staged):,} bytes; verifying rows")
     try:
-        _verify(
-            staged, rows_by_path, expected, snapshot.partition_columns, snapshot.spark_schema(), session_zone(spark)
-        )
-        if features.joined and not snapshot.features.needs_delta_writer:  # ranges read files by logical names
+        schema = snapshot.spark_schema()
+        _verify(staged, rows_by_path, expected, snapshot.partition_columns, schema, zone=session_zone(spark))
+        if features.joined and not opened.path.delta_writer:  # ranges read files by logical names
             joined = joined_ranges(spark, {f.path: table.spark_uri(f.path) for f in staged}, features.joined)
             progress(f"joined ranges recorded for {len(joined)} of {len(staged)} file(s)")
             extended_by_path = {p: replace(x, joined=joined.get(p, ())) for p, x in extended_by_path.items()}
         by_path = {f.path: (f.size, extended_by_path[f.path]) for f in staged}
         columns = snapshot.features.physical_names
-        write_index(table, plan.run_id, by_path, features.as_dict(), key_types=key_types, columns=columns)
+        write_index(table, plan.run_id, by_path, features=features.as_dict(), key_types=key_types, columns=columns)
     except Exception:
         table.discard(staged)
         raise
     return sum(count for count, _, _ in expected.values())
-
-
-def _commit(
-    committer: Committer,
-    snapshot: Snapshot,
-    chosen: Sequence[DataFile],
-    staged: _Staged,
-    features: FeatureSet,
-    *,
-    run_id: str,
-    rows: int,
-    metadata: Mapping[str, Any] | None,
-) -> int:
-    """The atomic rewrite (remove `chosen`, add the staged files, ``dataChange=false``); on a lost race
-    or any failure the run's index file goes too, so nothing points at files that never landed."""
-    commit_metadata = {
-        "operation": "OPTIMIZE",
-        "runId": run_id,
-        "features": features.as_dict(),
-        "filesIn": len(chosen),
-        "filesOut": len(staged.files),
-        "rows": rows,
-        "sopPartitions": len(staged.layout.partitions),
-        "dimensions": len(staged.layout.dimensions),
-        "output": staged.output,
-        **(metadata or {}),
-    }
-    request = RewriteRequest(
-        snapshot.version,
-        chosen,
-        staged.files,
-        commit_metadata,
-        z_order_by=history_names(staged.layout),
-    )
-    try:
-        return committer.rewrite(request)
-    except CommitOutcomeUnknownError:
-        raise  # the commit may have landed: its index must stay with its files
-    except Exception:
-        delete_index(committer.table, run_id)
-        raise
-
-
-def history_names(layout: Layout) -> tuple[str, ...]:
-    """What Delta's history records as ``zOrderBy``: the user's expressions and joined attributes, and the
-    SOP partition id as the predicates it stands for, never deltaopt's helper columns."""
-    return tuple(layout.labels.get(d.column, d.column) for d in layout.dimensions)
 
 
 def _sum(column: Column) -> Column:
@@ -347,6 +309,7 @@ def _verify(
     expected: Mapping[tuple[Any, ...], tuple[int, int, int]],
     partition_columns: Sequence[str],
     schema: StructType,
+    *,
     zone: str | None = None,
 ) -> None:
     """The written rows equal the input rows in every partition group, or nothing is committed. Groups

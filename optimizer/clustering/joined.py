@@ -109,7 +109,9 @@ def joined_ranges(
             attributes.append(feature.attribute)
     found: dict[str, list[JoinedRanges]] = {path: [] for path in uris}
     for (fact_column, location, key), attributes in grouped.items():
-        rows = _ranges_per_file(spark, list(uris.values()), fact_column, location, key, attributes)
+        rows = _ranges_per_file(
+            spark, list(uris.values()), fact_column, location=location, key=key, attributes=attributes
+        )
         if rows is None:
             continue
         version, types, by_uri = rows
@@ -132,7 +134,7 @@ def joined_ranges(
 
 
 def _ranges_per_file(
-    spark: SparkSession, uris: list[str], fact_column: str, location: str, key: str, attributes: list[str]
+    spark: SparkSession, uris: list[str], fact_column: str, *, location: str, key: str, attributes: list[str]
 ) -> tuple[int, dict[str, str], dict[str, dict[str, Any]]] | None:
     """(dimension version, {attribute: Spark type}, {file URI: aggregates}) of one dimension's joined
     attributes; None when the dimension cannot serve."""

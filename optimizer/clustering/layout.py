@@ -58,7 +58,9 @@ class Layout:
         metrics = observation.get
         if not {"n", "xx", "mm"} <= set(metrics):
             return _count_vectors(source, names, (), vectors=None)[0]
-        rows, xx, mm = int(metrics["n"] or 0), int(metrics["xx"] or 0), int(metrics["mm"] or 0)
+        rows = int(metrics["n"] or 0)
+        xx = int(metrics["xx"] or 0)
+        mm = int(metrics["mm"] or 0)
         return {(): (rows, wrap64(xx), wrap64(mm))} if rows else {}
 
 
@@ -101,12 +103,11 @@ def cluster_frame(
     ranges and file boundaries; `known_rows` (the log's count) lets a layout without SOP features of an
     unpartitioned table skip pass 1. Joined features' attributes are looked up into helper columns
     (`clustering.joined`) unless `frame` has them; those added here are dropped from the result."""
-    predicates = [f.predicate for f in features.sop]
     helpers = Helpers.avoiding(frame.columns)
     frame, added = with_joined(frame, features.joined)
     if added:
         progress(f"joined: {', '.join(added)} looked up from the dimension(s)")
-    if fingerprint and known_rows and not predicates and not partition_columns:
+    if fingerprint and known_rows and not features.sop and not partition_columns:
         layout = _observed_layout(
             frame,
             features,
@@ -117,7 +118,42 @@ def cluster_frame(
             progress=progress,
             boundary_rows=boundary_rows,
         )
-        return replace(layout, frame=layout.frame.drop(*added))
+    else:
+        layout = _counted_layout(
+            frame,
+            features,
+            data_names,
+            partition_columns,
+            rows_per_file=rows_per_file,
+            files=files,
+            progress=progress,
+            order_ids=order_ids,
+            fingerprint=fingerprint,
+            file_column=file_column,
+            boundary_rows=boundary_rows,
+            helpers=helpers,
+        )
+    return replace(layout, frame=layout.frame.drop(*added))
+
+
+def _counted_layout(
+    frame: DataFrame,
+    features: FeatureSet,
+    data_names: Sequence[str],
+    partition_columns: Sequence[str],
+    *,
+    rows_per_file: float,
+    files: int,
+    progress: Progress,
+    order_ids: bool,
+    fingerprint: bool,
+    file_column: str | None,
+    boundary_rows: int,
+    helpers: Helpers,
+) -> Layout:
+    """`cluster_frame` where the rows must be counted first: pass 1 (rows, fingerprints and SOP bit
+    vectors per partition group), then C1-C3. The joined lookup is done; `cluster_frame` documents the rest."""
+    predicates = [f.predicate for f in features.sop]
     if predicates:
         frame = frame.withColumn(helpers.sop_vec, sop_vector(predicates))
     fingerprints, vectors = _count_vectors(
@@ -127,17 +163,24 @@ def cluster_frame(
     progress(f"read {rows:,} rows; {len(vectors)} distinct SOP vectors")
     ordered: list[SopPartition] = []
     if predicates:
-        frame, ordered = _number_sop_partitions(frame, features, vectors, rows_per_file, order_ids, helpers)
+        frame, ordered = _number_sop_partitions(
+            frame, features, vectors, rows_per_file=rows_per_file, order_ids=order_ids, helpers=helpers
+        )
         progress(f"SOP: {len(ordered)} partitions ordered by the MST walk of their bit vectors")
     laid_out, dimensions = _zorder_features(
-        frame, features, files, partition_columns, rows=rows, sop_id=bool(predicates), file_column=file_column,
-        boundary_rows=boundary_rows, helpers=helpers,
-    )  # fmt: skip
+        frame,
+        features,
+        files,
+        partition_columns,
+        rows=rows,
+        sop_id=bool(predicates),
+        file_column=file_column,
+        boundary_rows=boundary_rows,
+        helpers=helpers,
+    )
     progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
     labels = _labels(features, helpers)
-    return Layout(
-        laid_out.drop(*added), files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints, None, labels
-    )
+    return Layout(laid_out, files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints, None, labels)
 
 
 def _labels(features: FeatureSet, helpers: Helpers) -> dict[str, str]:
@@ -224,6 +267,7 @@ def _number_sop_partitions(
     frame: DataFrame,
     features: FeatureSet,
     vectors: Mapping[int, int],
+    *,
     rows_per_file: float,
     order_ids: bool,
     helpers: Helpers,

@@ -167,7 +167,8 @@ def zorder(
     `helpers` names the columns added for a while (default: a prefix no column of `frame` starts with)."""
     from pyspark.sql import functions as F
 
-    files, names = max(files, 1), helpers or Helpers.avoiding(frame.columns)
+    files = max(files, 1)
+    names = helpers or Helpers.avoiding(frame.columns)
     every = hashable_columns([frame.schema[c] for c in frame.columns])
     if not columns and not leading:
         if file_column is not None:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from costmodel.cost import CostModel
 from optimizer.analysis.analyser import Analysis, analyse
@@ -22,17 +22,19 @@ from optimizer.analysis.context import TableContext, cached_sample
 from optimizer.analysis.sample import evaluate
 from optimizer.config import Thresholds
 from optimizer.estimate.layouts import WorkloadReplay, evaluate_layouts, search_features, workload_replay
-from optimizer.estimate.record import Decision, Verdict, analysis_summary, basis, decide, window_note
-from optimizer.features import FeatureSet
+from optimizer.estimate.record import AnalysisSummary, Decision, KeyStatistics, NewData, basis, decide, window_note
+from optimizer.features import FeatureSet, JoinedFeature
 from optimizer.skipping.extended import ExtendedStats, load_index
 from optimizer.table.access import DataFile, Snapshot
 from optimizer.table.key_stats import key_statistics
 from optimizer.table.output import resolve_output
+from optimizer.verdict import Verdict
 from querylog.records import ScanRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from optimizer.analysis.search import SearchResult
     from optimizer.table.access import TableAccess
     from querylog.store import OlderRecords
 
@@ -61,30 +63,21 @@ def estimate(
         index = load_index(table, snapshot)
     new = list(files) if files is not None else [f for f in snapshot.files if f.path not in index]  # unclustered
     new_bytes = sum(f.size for f in new)
-    base: dict[str, Any] = {
-        "table": table_id,
-        "version": snapshot.version,
-        "new_files": len(new),
-        "new_bytes": new_bytes,
-        "min_new_bytes": thresholds.min_new_bytes,
-        "output": resolve_output(thresholds.output, snapshot.configuration).as_dict(),
-    }
+    output = resolve_output(thresholds.output, snapshot.configuration)
+    stated = NewData(table_id, snapshot.version, len(new), new_bytes, thresholds.min_new_bytes, output)
     if new_bytes < thresholds.min_new_bytes or not new:
-        return Decision(
-            **base,
-            action=Verdict.SKIP,
-            reason=f"too little new data: {new_bytes:,} bytes < threshold {thresholds.min_new_bytes:,}",
-        )
+        reason = f"too little new data: {new_bytes:,} bytes < threshold {thresholds.min_new_bytes:,}"
+        return Decision(stated, Verdict.SKIP, reason)
     window_start = now - timedelta(seconds=thresholds.workload_window)
     records = log.read(table_id, since=window_start, until=now)
     older = log.older(table_id, window_start)
-    base["outside_window"] = older.as_dict()
+    stated = replace(stated, outside_window=older)
     with cached_sample(context, snapshot, new, seed=seed) as sample:
         inputs = _Inputs(
             table, snapshot, index, new, sample, records, older, thresholds, context.cost_model, now, context.locations
         )
         inputs = replace(inputs, applies=applies)
-        return _decide_on_sample(inputs, base, started=clock)
+        return _decide_on_sample(inputs, stated, started=clock)
 
 
 @dataclass(frozen=True)
@@ -116,72 +109,98 @@ class _Inputs:
             self.table,
             self.snapshot,
             self.new,
-            self.records,
-            self.thresholds,
-            self.now,
+            records=self.records,
+            thresholds=self.thresholds,
+            now=self.now,
             index=self.index,
             recorded_before_window=self.older.count > 0,
             locations=self.locations,
         )
 
 
-def _decide_on_sample(inputs: _Inputs, base: dict[str, Any], *, started: float) -> Decision:
+@dataclass(frozen=True)
+class _Found:
+    """What an estimate knows before it compares layouts: the new data, the analysis, each step's time,
+    the feature search (benefit mode) and what the reason says of features the job cannot apply."""
+
+    stated: NewData
+    analysis: AnalysisSummary
+    seconds: Mapping[str, float]
+    note: str = ""
+    search: SearchResult | None = None
+
+    def skip(self, reason: str) -> Decision:
+        """Nothing to lay out: the record keeps the analysis (and the search) that found so."""
+        seconds = _rounded(self.seconds)
+        return Decision(self.stated, Verdict.SKIP, reason, analysis=self.analysis, seconds=seconds, search=self.search)
+
+
+def _decide_on_sample(inputs: _Inputs, stated: NewData, *, started: float) -> Decision:
     """Analyse, search (in benefit mode) and compare layouts on the cached sample; the best net wins."""
-    i, thresholds = inputs, inputs.thresholds
-    analysis = i.analyse(base["table"])
-    seconds = {"analyse": time.perf_counter() - started}
+    i = inputs
+    analysis = i.analyse(stated.table)
     analysed, note = _applicable(i.applies, analysis.features)
+    found = _Found(stated, AnalysisSummary.of(analysis), {"analyse": time.perf_counter() - started}, note)
     joined = analysed.joined  # not searched: the layouts compared below are with and without them
     features = replace(analysed, joined=())
     if features.is_empty and not joined:
-        reason = "no clustering features: the workload's filters give none" + window_note(i.older, i.records)
-        return Decision(
-            **base, action=Verdict.SKIP, reason=reason, analysis=analysis_summary(analysis), seconds=_rounded(seconds)
-        )
+        return found.skip("no clustering features: the workload's filters give none" + window_note(i.older, i.records))
     replay = i.replay()
-    search = None
-    if thresholds.selection == "benefit":
-        new_bytes = base["new_bytes"]
+    if i.thresholds.selection == "benefit":
         search = search_features(
-            replay, i.snapshot, i.sample, features, thresholds=thresholds, cost_model=i.cost_model, new_bytes=new_bytes
+            replay,
+            i.snapshot,
+            i.sample,
+            features,
+            thresholds=i.thresholds,
+            cost_model=i.cost_model,
+            new_bytes=stated.new_bytes,
         )
-        seconds["search"] = search.seconds
+        found = replace(found, seconds={**found.seconds, "search": search.seconds}, search=search)
         features = search.features
         if features.is_empty and not joined:
-            return Decision(
-                **base,
-                action=Verdict.SKIP,
-                reason="no clustering feature pays for itself: " + search.stopped,
-                analysis=analysis_summary(analysis),
-                seconds=_rounded(seconds),
-                search=search.as_dict(),
-            )
-    clock = time.perf_counter()
-    model = i.cost_model
+            return found.skip("no clustering feature pays for itself: " + search.stopped)
+    return _compare_layouts(i, found, replay, features, joined)
+
+
+def _compare_layouts(
+    inputs: _Inputs, found: _Found, replay: WorkloadReplay, features: FeatureSet, joined: Sequence[JoinedFeature]
+) -> Decision:
+    """Price `features`' layouts (with and without the `joined` features) on the sample against the same
+    replay: the best net decides, and the record keeps every layout's figures."""
+    i, clock = inputs, time.perf_counter()
     evaluated = evaluate_layouts(
-        i.table, i.snapshot, i.new, i.sample, replay, features, thresholds=thresholds, cost_model=model, joined=joined
+        i.table,
+        i.snapshot,
+        i.new,
+        sample=i.sample,
+        replay=replay,
+        features=features,
+        thresholds=i.thresholds,
+        cost_model=i.cost_model,
+        joined=joined,
     )
-    seconds["benefit"] = time.perf_counter() - clock
+    seconds = {**found.seconds, "benefit": time.perf_counter() - clock}
     best = max(evaluated, key=lambda e: e.net)
     action, reason = decide(best.benefit.benefit, best.cost.seconds)
     reason += "; " + basis(best.benefit)
     if len(evaluated) > 1:
         reason += f"; layout: {best.name} (of {', '.join(e.name for e in evaluated)})"
-    stats_note, keys = key_statistics(i.snapshot, best.features, thresholds.stats_for_clustering_keys)
+    stats_note, keys = key_statistics(i.snapshot, best.features, i.thresholds.stats_for_clustering_keys)
     return Decision(
-        **base,
-        action=action,
-        reason=reason + note + stats_note,
-        key_statistics=keys,
+        found.stated,
+        action,
+        reason + found.note + stats_note,
         net=round(best.net, 4),
         cost=best.cost,
         benefit=best.benefit,
         features=best.features,
         layout=best.name if len(evaluated) > 1 else None,
-        analysis=analysis_summary(analysis),
-        layouts=[e.summary() for e in evaluated],
+        analysis=found.analysis,
+        layouts=tuple(e.summary() for e in evaluated),
         seconds=_rounded(seconds),
-        search=search.as_dict() if search is not None else None,
+        search=found.search,
+        key_statistics=KeyStatistics.from_dict(keys) if keys is not None else None,
     )
 
 

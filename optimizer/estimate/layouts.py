@@ -18,6 +18,7 @@ from costmodel.cost import CostEstimate, CostModel
 from costmodel.rate import QueryRate, project_rate
 from optimizer.analysis.search import Score, SearchResult, best_single, greedy_search, layout_of
 from optimizer.config import Thresholds
+from optimizer.estimate.record import LayoutSummary
 from optimizer.estimate.replay import Query, estimate_benefit, joined_helpers, with_joined_ranges, workload_queries
 from optimizer.estimate.stored_bytes import StoredBaseline, layout_compression, layout_measure, measure_baseline
 from optimizer.estimate.virtual_files import bytes_per_row, virtual_files
@@ -81,10 +82,10 @@ def evaluate_layouts(
     table: TableAccess,
     snapshot: Snapshot,
     files: Sequence[DataFile],
+    *,
     sample: DataFrame,
     replay: WorkloadReplay,
     features: FeatureSet,
-    *,
     thresholds: Thresholds,
     cost_model: CostModel,
     joined: Sequence[JoinedFeature] = (),
@@ -93,7 +94,9 @@ def evaluate_layouts(
     the `joined` features), each measured on the same sample against the same replay (and, when
     enabled, the same stored-bytes baseline)."""
     if thresholds.estimate_compression:
-        baseline = measure_baseline(table, snapshot, files, sample, replay.target_files, thresholds.output)
+        baseline = measure_baseline(
+            table, snapshot, files, sample=sample, target_files=replay.target_files, output=thresholds.output
+        )
         replay = replace(replay, stored=baseline)
     if thresholds.compare_layouts:
         candidates = candidate_layouts(features, joined)
@@ -122,17 +125,18 @@ class LayoutEstimate:
     def net(self) -> float:
         return self.benefit.benefit - self.cost.seconds
 
-    def summary(self) -> dict[str, object]:
-        return {
-            "layout": self.name,
-            "z": [f.expression for f in self.features.z],
-            **({"joined": [j.helper for j in self.features.joined]} if self.features.joined else {}),
-            "sop": [f.predicate for f in self.features.sop],
-            "cost": round(self.cost.seconds, 3),
-            "benefit": self.benefit.benefit,
-            "net": round(self.net, 3),
-            "p_after": round(self.benefit.p_after, 4),
-        }
+    def summary(self) -> LayoutSummary:
+        """The layout's line in the decision record."""
+        return LayoutSummary(
+            self.name,
+            tuple(f.expression for f in self.features.z),
+            tuple(j.helper for j in self.features.joined),
+            tuple(f.predicate for f in self.features.sop),
+            round(self.cost.seconds, 3),
+            self.benefit.benefit,
+            round(self.net, 3),
+            round(self.benefit.p_after, 4),
+        )
 
 
 def candidate_layouts(features: FeatureSet, joined: Sequence[JoinedFeature] = ()) -> list[tuple[str, FeatureSet]]:
@@ -228,10 +232,10 @@ def workload_replay(
     table: TableAccess,
     snapshot: Snapshot,
     files: Sequence[DataFile],
+    *,
     records: Sequence[ScanRecord],
     thresholds: Thresholds,
     now: datetime,
-    *,
     index: Mapping[str, ExtendedStats] | None = None,
     recorded_before_window: bool = False,
     locations: Mapping[str, str] | None = None,
@@ -314,17 +318,19 @@ def benefit_of(
     table: TableAccess,
     snapshot: Snapshot,
     files: Sequence[DataFile],
+    *,
     features: FeatureSet,
     sample: DataFrame,
     records: Sequence[ScanRecord],
-    *,
     thresholds: Thresholds,
     now: datetime,
 ) -> BenefitEstimate:
     """One layout's benefit from scratch (what a single estimate costs, as the estimator benchmark
     times it); comparing layouts builds the `WorkloadReplay` once instead."""
-    replay = workload_replay(table, snapshot, files, records, thresholds, now)
+    replay = workload_replay(table, snapshot, files, records=records, thresholds=thresholds, now=now)
     if thresholds.estimate_compression:
-        baseline = measure_baseline(table, snapshot, files, sample, replay.target_files, thresholds.output)
+        baseline = measure_baseline(
+            table, snapshot, files, sample=sample, target_files=replay.target_files, output=thresholds.output
+        )
         replay = replace(replay, stored=baseline)
     return layout_benefit(replay, snapshot, features, sample, thresholds=thresholds, table=table)

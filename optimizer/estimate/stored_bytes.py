@@ -62,6 +62,7 @@ def measure_baseline(
     table: TableAccess,
     snapshot: Snapshot,
     files: Sequence[DataFile],
+    *,
     sample: DataFrame,
     target_files: int,
     output: OutputSettings,
@@ -71,7 +72,7 @@ def measure_baseline(
     written_with = resolve_output(output, snapshot.configuration)
     options = written_with.writer_options()
     try:
-        compaction = _compaction(table, snapshot, files, target_files, sample, options)
+        compaction = _compaction(table, snapshot, files, target_files=target_files, sample=sample, options=options)
         ordered = in_stored_order(sample, snapshot, target_files)
         sample_sizes = total_sizes(written_sizes(table, ordered, options).values())
     except TableAccessError as err:
@@ -85,6 +86,7 @@ def _compaction(
     table: TableAccess,
     snapshot: Snapshot,
     files: Sequence[DataFile],
+    *,
     target_files: int,
     sample: DataFrame,
     options: Mapping[str, str],

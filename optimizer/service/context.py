@@ -1,11 +1,12 @@
-"""What a tick works with: the service's shared context, and the record a tick fills in as it goes."""
+"""What ticks share: the service's context (configuration, Spark, state, decisions, the fleet queue).
+
+What one tick decides lives in `service.draft`: this module imports neither the tick nor the job."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from costmodel.cost import CostModel
@@ -15,16 +16,12 @@ from optimizer.service.decisions import DecisionLog
 from optimizer.service.executors import Executor, choose_executor
 from optimizer.service.fleet import FleetQueue
 from optimizer.service.metrics import Metrics
-from optimizer.service.record import Action, JobRecord, TickRecord
+from optimizer.service.record import TickRecord
 from optimizer.service.state import StateStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from optimizer.estimate.record import Decision
-    from optimizer.service.drift import ReclusterPlan
-    from optimizer.service.jobs import PendingJob
-    from optimizer.service.merge import MergePlan
     from optimizer.table.access import Commit
 
 ExecutorChooser = Callable[[TableSettings, "list[Commit]"], tuple[Executor, str]]
@@ -64,38 +61,3 @@ class ServiceContext:
         if self.choose is not None:
             return self.choose(table, commits)
         return choose_executor(self.config.execution, commits, self.spark, self.config.spark)
-
-
-@dataclass
-class Draft:
-    """The record's parts as the tick's steps fill them in; frozen into a `TickRecord` at the end."""
-
-    action: Action = Action.SKIP
-    reason: str = ""
-    decision: Decision | None = None
-    recluster: ReclusterPlan | None = None
-    merge: MergePlan | None = None
-    job: JobRecord | None = None
-    new_queries: int | None = None
-    previous_run: str | None = None
-    reused: bool = False
-    pending: PendingJob | None = None  # the job decided on, for the fleet queue
-    queued: bool = False  # the queue already holds this table's job (a repeated verdict)
-
-    def record(self, table: TableSettings, now: datetime, *, dry_run: bool, seconds: float) -> TickRecord:
-        return TickRecord(
-            ts=now,
-            table=table.name,
-            path=table.path,
-            dry_run=dry_run,
-            action=self.action,
-            reason=self.reason,
-            decision=self.decision,
-            recluster=self.recluster,
-            merge=self.merge,
-            job=self.job,
-            new_queries=self.new_queries,
-            previous_run=self.previous_run,
-            reused=self.reused,
-            tick_seconds=round(seconds, 3),
-        )

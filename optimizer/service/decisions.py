@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,61 @@ class DecisionLog:
             records = [r for r in records if r.get("table") == table]
         records.sort(key=lambda r: r.get("ts", ""))
         return records[-last:]
+
+
+@dataclass(frozen=True)
+class LoggedJob:
+    """The job of a logged decision, as `deltaopt decisions` prints it (a figure an older line lacks
+    reads as 0, as it always printed)."""
+
+    executor: str | None
+    where: str | None
+    files_in: int = 0
+    files_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    seconds: float = 0
+    error: str | None = None
+
+    @classmethod
+    def from_dict(cls, job: Mapping[str, Any]) -> LoggedJob:
+        return cls(
+            job.get("executor"),
+            job.get("where"),
+            files_in=job.get("files_in", 0),
+            files_out=job.get("files_out", 0),
+            bytes_in=job.get("bytes_in", 0),
+            bytes_out=job.get("bytes_out", 0),
+            seconds=job.get("seconds", 0),
+            error=job.get("error"),
+        )
+
+
+@dataclass(frozen=True)
+class LoggedDecision:
+    """A decision-log line read back, of any version (earlier ones lack keys, and held the tick's time
+    under ``seconds``): what `deltaopt decisions` prints of it."""
+
+    ts: str
+    table: str
+    action: str
+    reason: str
+    version: int | str = "?"  # "?" on a line without one
+    job: LoggedJob | None = None
+    features: Mapping[str, Any] = field(default_factory=dict)  # the layout chosen ({}: none)
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> LoggedDecision:
+        job = record.get("job")
+        return cls(
+            str(record["ts"]),
+            str(record["table"]),
+            str(record["action"]),
+            str(record["reason"]),
+            version=record.get("version", "?"),
+            job=LoggedJob.from_dict(job) if job else None,
+            features=record.get("features") or {},
+        )
 
 
 def row(record: Mapping[str, Any], line: str) -> dict[str, Any]:

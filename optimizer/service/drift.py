@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from optimizer.analysis.context import TableContext
@@ -37,6 +36,7 @@ from optimizer.inspect import human_bytes
 from optimizer.service.state import TableState
 from optimizer.skipping.extended import load_index_with_runs
 from optimizer.table.access import DataFile
+from optimizer.verdict import Verdict
 
 if TYPE_CHECKING:
     pass
@@ -44,14 +44,9 @@ if TYPE_CHECKING:
 GROUPS_PER_TICK = 2  # estimates per tick are the step's cost; groups rotate across ticks
 
 
-class PlanAction(StrEnum):
-    RECLUSTER = "recluster"
-    SKIP = "skip"
-
-
 @dataclass(frozen=True)
 class ReclusterPlan:
-    action: PlanAction
+    action: Verdict
     reason: str
     budget: int  # bytes this tick may re-cluster
     groups: list[dict[str, Any]] = field(default_factory=list)  # every layout group, with its estimate if made
@@ -64,7 +59,7 @@ class ReclusterPlan:
 
     @property
     def recluster(self) -> bool:
-        return self.action is PlanAction.RECLUSTER
+        return self.action is Verdict.RECLUSTER
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -89,12 +84,12 @@ def plan_recluster(context: TableContext, state: TableState) -> ReclusterPlan:
     started = time.perf_counter()
     table, thresholds, now = context.table, context.thresholds, context.now
     if thresholds.recluster_bytes_per_tick == 0:
-        return ReclusterPlan(PlanAction.SKIP, "re-clustering is off (recluster_bytes_per_tick: 0)", 0)
+        return ReclusterPlan(Verdict.SKIP, "re-clustering is off (recluster_bytes_per_tick: 0)", 0)
     used = state.reclustered_since(now - timedelta(days=1))
     budget = recluster_budget(thresholds, used)
     if budget <= 0:
         return ReclusterPlan(
-            PlanAction.SKIP,
+            Verdict.SKIP,
             f"re-clustering budget used: {human_bytes(used)} in the last 24 h "
             f"(recluster_bytes_per_day {human_bytes(thresholds.recluster_bytes_per_day)})",
             0,
@@ -111,9 +106,7 @@ def plan_recluster(context: TableContext, state: TableState) -> ReclusterPlan:
             else "every group of clustered files was estimated since the chosen layout last changed and "
             f"within recluster_check_interval ({thresholds.recluster_check_interval / 3600:g} h)"
         )
-        return ReclusterPlan(
-            PlanAction.SKIP, why, budget, list(entries.values()), seconds=time.perf_counter() - started
-        )
+        return ReclusterPlan(Verdict.SKIP, why, budget, list(entries.values()), seconds=time.perf_counter() - started)
     settings = context.with_thresholds(thresholds.model_copy(update={"min_new_bytes": 0}))  # budget bounds bytes
 
     def estimate_files(files: list[DataFile]) -> Decision:
@@ -124,14 +117,14 @@ def plan_recluster(context: TableContext, state: TableState) -> ReclusterPlan:
     seconds = time.perf_counter() - started
     if best is None:
         why = "no older layout's files gain enough from re-clustering"
-        return ReclusterPlan(PlanAction.SKIP, why, budget, list(entries.values()), seconds=seconds, checked=checked)
+        return ReclusterPlan(Verdict.SKIP, why, budget, list(entries.values()), seconds=seconds, checked=checked)
     group, decision, files = best
     entries[group.key]["verdict"] = f"{entries[group.key]['verdict']}; chosen"
     size = sum(f.size for f in files)
     reason = f"re-cluster {len(files)} files ({human_bytes(size)}) laid out under {group.key}: {decision.reason}"
     paths = tuple(f.path for f in files)
     return ReclusterPlan(
-        PlanAction.RECLUSTER,
+        Verdict.RECLUSTER,
         reason,
         budget,
         list(entries.values()),

@@ -31,6 +31,7 @@ from optimizer.errors import JobSubmissionError
 from optimizer.features import FeatureSet
 from optimizer.table.access import Commit, commit_of_run
 from optimizer.table.output import OutputSettings
+from optimizer.table.rewrite_path import Capabilities
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,6 +73,7 @@ def liquid_refusal(
     features: FeatureSet,
     liquid: LiquidMode,
     read_version: int,
+    *,
     keys: Callable[[], Sequence[str] | None] | None = None,
     net: float | None = None,
 ) -> str | None:
@@ -83,8 +85,9 @@ def liquid_refusal(
     needs a Spark session) is read only to name the keys in the refusal."""
     from optimizer.clustering.by_delta import clustering_keys
     from optimizer.errors import TableAccessError
+    from optimizer.table.rewrite_path import keys_are_users
 
-    if not latest.features.clustered or liquid == "set":
+    if not keys_are_users(latest.features, liquid):
         return None
     try:
         named = "clustering keys " + (", ".join((keys() if keys else None) or ()) or "none") + ", "
@@ -105,7 +108,10 @@ def liquid_refusal(
 
 class Executor(Protocol):
     name: str
-    sql_only: bool  # the job is Delta's own OPTIMIZE driven by SQL: only plain-column Z features apply
+    capabilities: Capabilities  # what the job's session can do (predicted): which rewrite path it takes
+
+    @property
+    def sql_only(self) -> bool: ...  # the job is Delta's own OPTIMIZE driven by SQL: only plain-column Z apply
 
     def run(self, request: OptimizeRequest) -> JobOutcome: ...
 
@@ -113,10 +119,16 @@ class Executor(Protocol):
 class SparkExecutor:
     """Runs the job in-process with the service's own SparkSession."""
 
-    def __init__(self, name: str, session: Callable[[], SparkSession], sql_only: bool = False) -> None:
+    def __init__(
+        self, name: str, session: Callable[[], SparkSession], capabilities: Capabilities | None = None
+    ) -> None:
         self.name = name
         self._session = session
-        self.sql_only = sql_only
+        self.capabilities = capabilities or Capabilities(session=True, jvm=True, delta=None)
+
+    @property
+    def sql_only(self) -> bool:
+        return self.capabilities.sql_only
 
     def _keys(self, table: TableAccess) -> Callable[[], Sequence[str] | None]:
         """The table's clustering keys, read with this executor's session when a refusal names them."""
@@ -127,11 +139,12 @@ class SparkExecutor:
     def run(self, request: OptimizeRequest) -> JobOutcome:
         from optimizer.clustering import optimize
         from optimizer.table import open_table
+        from optimizer.table.rewrite_path import is_liquid
 
         table = open_table(request.table_path)
         snapshot = table.snapshot(request.read_version)
         latest = table.snapshot()
-        if latest.features.clustered:  # liquid since the decision: the job's start checked before this read
+        if is_liquid(latest.features):  # liquid since the decision: the job's start checked before this read
             refused = liquid_refusal(
                 latest, request.features, request.liquid, request.read_version, keys=self._keys(table)
             )
@@ -209,7 +222,11 @@ class ConnectExecutor:
         self.url = url
         self.timeout = timeout
         self.commit = commit
-        self.sql_only = commit != "delta-rs"
+        self.capabilities = Capabilities.connect(commit)
+
+    @property
+    def sql_only(self) -> bool:
+        return self.capabilities.sql_only
 
     def run(self, request: OptimizeRequest) -> JobOutcome:
         import subprocess
@@ -262,7 +279,8 @@ class DatabricksExecutor:
         self, settings: DatabricksSettings, cluster_id: str | None, environ: dict[str, str] | None = None
     ) -> None:
         environ = dict(os.environ if environ is None else environ)
-        host, token = environ.get(settings.host_env), environ.get(settings.token_env)
+        host = environ.get(settings.host_env)
+        token = environ.get(settings.token_env)
         if not host or not token:
             raise JobSubmissionError(
                 f"Databricks credentials missing: set {settings.host_env} and {settings.token_env} in the environment"
@@ -276,9 +294,13 @@ class DatabricksExecutor:
             )
         self.settings = settings
         self.cluster_id = cluster_id
-        self.sql_only = settings.serverless
+        self.capabilities = Capabilities.databricks(settings.serverless)
         self.host = host.rstrip("/")
         self._token = token
+
+    @property
+    def sql_only(self) -> bool:
+        return self.capabilities.sql_only
 
     def request_body(self, request: OptimizeRequest) -> dict[str, Any]:
         settings, wheel = self.settings, self.settings.python_wheel
@@ -390,6 +412,5 @@ def choose_executor(
         why = f"data written by {engine or 'Spark'}; Spark Connect at {execution.connect_url}"
         return ConnectExecutor(execution.connect_url, commit=spark_settings.commit), why
     reason = f"data written by {engine or 'an unknown engine'}" if mode == "auto" else "execution.mode is local"
-    sql_only = spark_settings.connect_url is not None and spark_settings.commit != "delta-rs"
     where = f"Spark Connect at {spark_settings.connect_url}" if spark_settings.connect_url else "in-process Spark"
-    return SparkExecutor("local", local, sql_only=sql_only), f"{reason}: {where}"
+    return SparkExecutor("local", local, Capabilities.predicted(spark_settings)), f"{reason}: {where}"

@@ -1,8 +1,8 @@
 """One fleet queue: every table's candidate job ranked by net benefit per cluster-second, started under
 a compute budget.
 
-A tick that decides a job (new data, a merge, drift re-clustering) *submits* a `Candidate` instead of
-starting it; `dispatch` then starts the candidates that rank highest, as long as
+A tick (`ticking`, then `settle`) that decides a job (new data, a merge, drift re-clustering) queues a
+`Candidate` instead of starting it; `dispatch` then starts the candidates that rank highest, as long as
 
 * a job slot is free (``service.max_concurrent_jobs``), and
 * the candidate's estimated cluster-seconds fit what is left of the budget this hour and today
@@ -42,7 +42,8 @@ from querylog.durable import atomic_file
 log = logging.getLogger(__name__)
 MIN_COST = 1.0  # cluster-seconds: a job priced below this ranks as if it cost this much
 MIN_MEASURED = 3  # jobs measured before their measured/estimated ratio corrects admissions
-HOUR, DAY = timedelta(hours=1), timedelta(days=1)
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,26 @@ class Charge:
 
 @dataclass(frozen=True)
 class Dispatched:
-    """What `dispatch` did: the records of the jobs it ran in this thread, by table; and for the calling
-    table, why its job waits (`deferred`) or that the queue holds every job back (`held`)."""
+    """What `dispatch` did: the records of the jobs it ran in this thread, by table; for the calling table,
+    why its job waits (`deferred`) or that the queue holds every job back (`held`); why each waits."""
 
     records: dict[str, Any] = field(default_factory=dict)
     deferred: str | None = None
     held: bool = False
+    waiting: dict[str, str] = field(default_factory=dict)  # by table
+
+
+@dataclass(frozen=True)
+class TickSlot:
+    """What a tick learns as it starts (`FleetQueue.ticking`): why it must not decide (`busy`), or its
+    table's waiting candidate (which does not start while the table ticks)."""
+
+    busy: str | None = None
+    waiting: Candidate | None = None
+
+    @property
+    def waiting_key(self) -> str | None:  # the verdict it was decided under (`service.idle`)
+        return self.waiting.key if self.waiting is not None else None
 
 
 class FleetQueue:
@@ -100,6 +115,7 @@ class FleetQueue:
         slots: int = 1,
         budget: Budget | None = None,
         path: str | Path | None = None,
+        *,
         launch: Callable[[Callable[[], None]], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         timer: Callable[[], float] = time.perf_counter,
@@ -122,9 +138,10 @@ class FleetQueue:
     # -- what ticks call -------------------------------------------------------------------------
 
     @contextmanager
-    def ticking(self, table: str) -> Iterator[str | None]:
+    def ticking(self, table: str) -> Iterator[TickSlot]:
         """Mark `table` as ticking while the block runs (its queued job does not start meanwhile);
-        yields None, or why the tick must not touch the table (its job, or another tick of it, runs)."""
+        yields its `TickSlot`: why the tick must not touch the table (its job, or another tick of it,
+        runs), or the table's waiting candidate."""
         with self._lock:
             busy = None
             if table in self._running:
@@ -133,13 +150,24 @@ class FleetQueue:
                 busy = "another tick of this table is running"
             else:
                 self._ticking.add(table)
+            slot = TickSlot(busy, self._waiting.get(table) if busy is None else None)
         try:
-            yield busy
+            yield slot
         finally:
             if busy is None:
                 with self._lock:
                     self._ticking.discard(table)
                     self._warming.discard(table)
+
+    def settle(self, table: str, now: datetime, candidate: Candidate | None, *, waiting: bool = False) -> Dispatched:
+        """End `table`'s tick: queue its `candidate` (or, `waiting`, keep the one queued) and start what
+        ranks first, its own job in this thread; neither: no job, a candidate queued earlier is void."""
+        if candidate is not None:
+            self.submit(candidate)
+        elif not waiting:
+            self.drop(table)
+            return Dispatched()
+        return self.dispatch(now, own=table)
 
     def submit(self, candidate: Candidate) -> None:
         """Queue `candidate`, replacing the table's earlier one (its waiting time carries over)."""
@@ -149,12 +177,6 @@ class FleetQueue:
                 candidate = replace(candidate, since=earlier.since)
             self._waiting[candidate.table] = candidate
             self._save(candidate.since)
-
-    def holds(self, table: str, key: str) -> bool:
-        """Whether `table`'s candidate decided under `key` still waits."""
-        with self._lock:
-            waiting = self._waiting.get(table)
-            return waiting is not None and waiting.key == key
 
     def drop(self, table: str) -> None:
         """Forget `table`'s candidate (paused, no longer watched, decided again without a job)."""
@@ -195,7 +217,7 @@ class FleetQueue:
                 chosen, reasons = self._choose(now, own)
                 if chosen is None:
                     held = bool(self._held) and own not in ran
-                    return Dispatched(ran, reasons.get(own or ""), held)
+                    return Dispatched(ran, reasons.get(own or ""), held, reasons)
                 self._waiting.pop(chosen.table)
                 expected = chosen.cost * self.correction()
                 self._running[chosen.table] = Charge(now, expected, chosen.table, chosen.cost, running=True)
@@ -309,7 +331,8 @@ class FleetQueue:
         return hour, day
 
     def describe_use(self, now: datetime) -> str:
-        hour, day = self.used(now, HOUR), self.used(now, DAY)
+        hour = self.used(now, HOUR)
+        day = self.used(now, DAY)
         return f"{hour:,.0f} cluster-s this hour{_of(self.budget.per_hour)}, {day:,.0f} today{_of(self.budget.per_day)}"
 
     # -- persistence ------------------------------------------------------------------------------

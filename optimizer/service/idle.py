@@ -9,7 +9,11 @@ row: it only probes the two logs' newest versions (`latest_version`: ``_last_che
 stat per commit after it) and appends the decision line.
 
 Verdicts that are not reused: any job (its outcome moved the table), errors, a run in progress, and a
-drift check a byte budget held back (the daily budget frees itself over time).
+drift check a byte budget held back (the daily budget frees itself over time). A verdict that handed a
+job to the fleet queue stands while the queue still holds that job.
+
+The tick (`service.tick.TickRun`) asks `made_from` what its verdict would be made from, `standing` for
+the stored verdict it may repeat, and stores `verdict_after` its full tick.
 """
 
 from __future__ import annotations
@@ -22,13 +26,19 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
+from optimizer.service.state import LastVerdict
 from optimizer.table import open_table
+from optimizer.verdict import Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from costmodel.cost import CostModel
     from optimizer.config import Config, TableSettings
+    from optimizer.service.draft import Draft
+    from optimizer.service.state import TableState
+
+Versions = tuple[int | None, int | None]  # the table's and its query log's newest versions
 
 REFRESH = timedelta(days=1)  # a reused verdict is made afresh at least this often
 PROBE_BATCH = 32  # commit files stat-ed per request while looking for the newest
@@ -55,9 +65,17 @@ def latest_version(uri: str, storage_options: Mapping[str, str] | None = None) -
             return newest if newest >= 0 else None
 
 
-def verdict_key(
-    table: TableSettings, config: Config, cost_model: CostModel, versions: tuple[int | None, int | None]
-) -> str:
+def made_from(table: TableSettings, config: Config, cost_model: CostModel) -> tuple[str, Versions]:
+    """What a verdict of `table` made now would be made from (its `verdict_key`), and the two logs'
+    newest versions (a repeated verdict's reason names them)."""
+    versions = (
+        latest_version(table.path, table.storage_options),
+        latest_version(table.query_log_path, table.storage_options),
+    )
+    return verdict_key(table, config, cost_model, versions), versions
+
+
+def verdict_key(table: TableSettings, config: Config, cost_model: CostModel, versions: Versions) -> str:
     """What a verdict was made from: the table's and the query log's versions, the table's settings,
     whether the service only logs (dry run), where its jobs run (the estimate prices what the executor
     can apply), and the cost model."""
@@ -78,3 +96,43 @@ def reusable(state_key: str | None, state_at: str, key: str, now: datetime) -> b
     if state_key is None or state_key != key or not state_at:
         return False
     return now - datetime.fromisoformat(state_at) < REFRESH
+
+
+def standing(state: TableState, key: str, now: datetime, waiting_key: str | None) -> LastVerdict | None:
+    """The stored verdict, if a tick whose inputs make `key` may repeat it at `now`: no run in progress,
+    and a verdict that queued a job only while the fleet queue still holds that job (`waiting_key`: the
+    key of the table's waiting candidate)."""
+    last = state.verdict
+    if state.run is not None or last is None:
+        return None
+    if last.action is Verdict.DEFERRED and waiting_key != key:
+        return None
+    return last if reusable(last.key, last.at, key, now) else None
+
+
+def repeated_reason(last: LastVerdict, versions: Versions) -> str:
+    """The reason of a tick that repeats `last`."""
+    return (
+        f"nothing moved since {last.at} (table version {versions[0]}, query log version {versions[1]}): {last.reason}"
+    )
+
+
+def verdict_after(draft: Draft, table: TableSettings, key: str, now: datetime) -> LastVerdict | None:
+    """The verdict a full tick leaves for later ticks to repeat, None when a tick with the same inputs
+    could decide otherwise. A job handed to the queue is stored as DEFERRED: it stands while it waits."""
+    if not _repeatable(draft, table):
+        return None
+    action = Verdict.DEFERRED if draft.pending is not None else draft.action
+    return LastVerdict(key, now.isoformat(), action, draft.reason)
+
+
+def _repeatable(draft: Draft, table: TableSettings) -> bool:
+    """Whether a tick with the same inputs would decide the same: no job ran (it moved the table), and no
+    drift check was held back by a byte budget (the daily one frees itself over time). A job decided and
+    handed to the queue is repeatable: until it starts, the same inputs decide the same job."""
+    if draft.pending is not None:
+        return True
+    if draft.action not in (Verdict.SKIP, Verdict.OPTIMIZE_DRY_RUN, Verdict.RECLUSTER_DRY_RUN) or draft.job is not None:
+        return False
+    held_back = draft.recluster is not None and draft.recluster.budget <= 0
+    return not (held_back and table.thresholds.recluster_bytes_per_tick > 0)

@@ -1,8 +1,11 @@
-"""A job a tick decided on: what the fleet queue holds (`PendingJob`) and how it runs once started.
+"""How a job a tick decided on (`service.draft.PendingJob`) runs once the fleet queue starts it.
 
-The job runs on the executor chosen before the estimate (the estimate priced what it can apply), with a
-`RunInProgress` saved first so that a crash is settled by the next tick (`settle_run`): committed
-runs are found in the history, others died before committing and left the table unchanged.
+The queue calls the candidate's `JobStart`; the job is one `JobRun`. It runs on the executor chosen
+before the estimate (the estimate priced what it can apply). The table's state is read once (handed
+over by its own tick, or loaded when the job starts later), saved with a `RunInProgress` before the
+executor runs so that a crash is settled by the next tick (`settle_run`: committed runs are found in
+the history, others died before committing and left the table unchanged), and saved once at the end
+with the job's record.
 """
 
 from __future__ import annotations
@@ -15,34 +18,19 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from optimizer.errors import KNOWN, CommitConflictError, DeltaOptError, JobSubmissionError
-from optimizer.features import FeatureSet
-from optimizer.service.executors import Executor, OptimizeRequest, SparkExecutor, liquid_refusal
-from optimizer.service.record import Action, JobRecord, TickRecord
+from optimizer.service.draft import Draft, Job, PendingJob
+from optimizer.service.executors import OptimizeRequest, SparkExecutor, liquid_refusal
+from optimizer.service.record import JobRecord, TickRecord
 from optimizer.service.state import RunInProgress, TableState
 from optimizer.table.access import commit_of_run
+from optimizer.verdict import Verdict
 
 if TYPE_CHECKING:
     from optimizer.config import TableSettings
-    from optimizer.service.context import Draft, ServiceContext
+    from optimizer.service.context import ServiceContext
     from optimizer.table.access import Commit
 
 log = logging.getLogger(__name__)
-Job = tuple[Executor, str] | JobSubmissionError  # the executor and why; or why there is none
-
-
-@dataclass(frozen=True)
-class PendingJob:
-    """An OPTIMIZE a tick decided on (new data, a merge, or drift re-clustering), until it starts."""
-
-    action: Action  # OPTIMIZE or RECLUSTER
-    job: Job
-    features: FeatureSet
-    files: tuple[str, ...] | None  # None: the unclustered files when the job starts
-    read_version: int
-    net: float  # cluster-seconds the estimate expects it to save, net of its cost
-    cost: float  # cluster-seconds the estimate expects it to take
-    reclustered_bytes: int | None = None  # a merge or drift run: counted against the daily ledger
-    drift_group: str | None = None  # drift: the older layout's group, due for a check again after it
 
 
 def job_for(table: TableSettings, ctx: ServiceContext, commits: list[Commit]) -> Job:
@@ -58,28 +46,126 @@ def sql_only(job: Job) -> bool:
     return not isinstance(job, JobSubmissionError) and job[0].sql_only
 
 
-def start(table: TableSettings, ctx: ServiceContext, draft: Draft, when: datetime, note: str) -> TickRecord:
-    """Run `draft`'s pending job now (the fleet queue started it) and record the outcome: the tick's
-    decision with the job, in the decision log and the table's state."""
-    started = time.perf_counter()
-    pending = draft.pending
-    assert pending is not None, "only a draft with a pending job starts"
-    draft = replace(draft, action=pending.action, reason=f"{draft.reason}; {note}", queued=False)
-    state = ctx.state.load(table.name)
-    try:
-        state = run_pending(table, ctx, when, state, draft, pending)
-    except KNOWN as err:
-        draft.action, draft.reason = Action.ERROR, f"{draft.reason}; job failed: {type(err).__name__}: {err}"
-        state = state.with_(run=None)
-    except Exception as err:  # recorded like a tick's failure; the queue goes on with the next job
-        draft.action, draft.reason = Action.ERROR, f"{draft.reason}; job failed: unexpected {type(err).__name__}: {err}"
-        state = state.with_(run=None)
-    record = draft.record(table, when, dry_run=False, seconds=time.perf_counter() - started)
-    if draft.action is pending.action:  # committed: the sidecars of runs it replaced may go
-        _prune_sidecars(table)
-    ctx.state.save(state.with_(verdict={}, last_decision=record.summary()))
-    ctx.log(record)
-    return record
+@dataclass
+class JobStart:
+    """The fleet queue's handle on a job a tick decided (`Candidate.start`): calling it runs the job.
+
+    While the deciding tick settles with the queue, `handed` holds that tick's state, not saved yet: a
+    job its own tick starts (in the tick's thread) begins from it, and its saves are the tick's. A job
+    started later (by the pool or the next pass, after its tick ended) finds None and loads the state
+    its tick saved."""
+
+    table: TableSettings
+    ctx: ServiceContext
+    decided: Draft  # the tick's draft with its pending job, as it was when handed to the queue
+    handed: TableState | None = None
+
+    def __call__(self, when: datetime, note: str) -> TickRecord:
+        """Run the job now (the fleet queue started it; `note` says how) and record the outcome: the
+        tick's decision with the job, in the decision log and the table's state."""
+        started = time.perf_counter()
+        pending = self.decided.pending
+        assert pending is not None, "only a draft with a pending job starts"
+        draft = replace(self.decided, action=pending.action, reason=f"{self.decided.reason}; {note}", queued=False)
+        state, self.handed = self.handed, None
+        if state is None:  # started after its tick ended
+            state = self.ctx.state.load(self.table.name)
+        return JobRun(self.table, self.ctx, draft, when, state=state, started=started).start()
+
+
+@dataclass
+class JobRun:
+    """One started job: the table, its tick's draft (completed with the outcome), when the queue started
+    it, and the table's state it moves on (saved with the crash marker, then once with the record)."""
+
+    table: TableSettings
+    ctx: ServiceContext
+    draft: Draft
+    when: datetime
+    state: TableState
+    started: float  # perf_counter when the queue started it: the record's seconds
+
+    @property
+    def pending(self) -> PendingJob:
+        assert self.draft.pending is not None, "only a draft with a pending job starts"
+        return self.draft.pending
+
+    def start(self) -> TickRecord:
+        """Run the job, then record it: the decision log and the state, saved once."""
+        draft = self.draft
+        try:
+            self.state = self._run()
+        except KNOWN as err:
+            draft.action, draft.reason = Verdict.ERROR, f"{draft.reason}; job failed: {type(err).__name__}: {err}"
+            self.state = self.state.with_(run=None)
+        except Exception as err:  # recorded like a tick's failure; the queue goes on with the next job
+            draft.action, draft.reason = (
+                Verdict.ERROR,
+                f"{draft.reason}; job failed: unexpected {type(err).__name__}: {err}",
+            )
+            self.state = self.state.with_(run=None)
+        record = draft.record(self.table, self.when, dry_run=False, seconds=time.perf_counter() - self.started)
+        if draft.action is self.pending.action:  # committed: the sidecars of runs it replaced may go
+            _prune_sidecars(self.table)
+        self.ctx.state.save(self.state.with_(verdict=None, last_decision=record.summary()))
+        self.ctx.log(record)
+        return record
+
+    def _run(self) -> TableState:
+        """Run the job and move the state on: the run's version, and for re-clustering runs the daily
+        ledger and which older layouts are due for a check."""
+        pending, now = self.pending, self.when
+        state = self._execute()
+        if self.draft.action is not pending.action:  # lost the race or not started: nothing committed
+            return state
+        if pending.reclustered_bytes is not None:
+            state = state.with_reclustered(now, pending.reclustered_bytes)
+        if pending.action is Verdict.RECLUSTER:
+            # the new layout was just estimated; the rest of the old group is due again on the next tick
+            from optimizer.clustering.groups import layout_key
+
+            checked = {**state.recluster_checked, layout_key(pending.features): now.isoformat()}
+            checked.pop(pending.drift_group or "", None)
+            state = state.with_(recluster_checked=checked)
+        return state
+
+    def _execute(self) -> TableState:
+        """Run the OPTIMIZE job on `pending.job`: the executor the writers' commits point to, and why."""
+        table, ctx, now, state, draft, pending = self.table, self.ctx, self.when, self.state, self.draft, self.pending
+        if ctx.stopping.is_set():
+            draft.action, draft.reason = Verdict.SKIP, draft.reason + "; service shutting down: not started"
+            return state
+        if isinstance(pending.job, JobSubmissionError):  # no executor (e.g. credentials missing)
+            raise pending.job
+        became_liquid = _keys_to_keep(table, ctx, pending)
+        if became_liquid is not None:
+            draft.action, draft.reason = Verdict.SKIP, f"{draft.reason}; {became_liquid}"
+            return state
+        executor, why = pending.job
+        run = RunInProgress(uuid.uuid4().hex[:16], pending.read_version, now.isoformat())
+        ctx.state.save(state.with_(run=run))  # a crash from here on is settled by the next tick
+        request = OptimizeRequest(
+            table.path,
+            pending.features,
+            table.thresholds.target_file_size,
+            run.run_id,
+            pending.read_version,
+            files=pending.files,
+            output=table.thresholds.output,
+            stats_for_keys=table.thresholds.stats_for_clustering_keys,
+            liquid=ctx.config.liquid_for(table),
+        )
+        try:
+            outcome = executor.run(request)
+        except CommitConflictError as err:
+            draft.job = JobRecord(executor.name, why, run.run_id, error=str(err))
+            draft.action = draft.action.lost_race
+            return state.with_(run=None)
+        if outcome.not_started is not None:  # liquid by the time the executor read it: the same rule said no
+            draft.action, draft.reason = Verdict.SKIP, f"{draft.reason}; {outcome.not_started}"
+            return state.with_(run=None)
+        draft.job = JobRecord(executor.name, why, run.run_id, outcome)
+        return state.with_(run=None, last_optimized_version=outcome.version or state.last_optimized_version)
 
 
 def _prune_sidecars(table: TableSettings) -> None:
@@ -95,66 +181,6 @@ def _prune_sidecars(table: TableSettings) -> None:
         return
     if pruned:
         log.info("%s: pruned %d extended-stats sidecar(s) that describe no active file", table.name, len(pruned))
-
-
-def run_pending(
-    table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, draft: Draft, pending: PendingJob
-) -> TableState:
-    """Run the job and move the state on: the run's version, and for re-clustering runs the daily ledger
-    and which older layouts are due for a check."""
-    state = _run_job(table, ctx, now, state, draft, pending)
-    if draft.action is not pending.action:  # lost the race or not started: nothing committed
-        return state
-    if pending.reclustered_bytes is not None:
-        state = state.with_reclustered(now, pending.reclustered_bytes)
-    if pending.action is Action.RECLUSTER:
-        # the new layout was just estimated; the rest of the old group is due again on the next tick
-        from optimizer.clustering.groups import layout_key
-
-        checked = {**state.recluster_checked, layout_key(pending.features): now.isoformat()}
-        checked.pop(pending.drift_group or "", None)
-        state = state.with_(recluster_checked=checked)
-    return state
-
-
-def _run_job(
-    table: TableSettings, ctx: ServiceContext, now: datetime, state: TableState, draft: Draft, pending: PendingJob
-) -> TableState:
-    """Run the OPTIMIZE job on `pending.job`: the executor the writers' commits point to, and why."""
-    if ctx.stopping.is_set():
-        draft.action, draft.reason = Action.SKIP, draft.reason + "; service shutting down: not started"
-        return state
-    if isinstance(pending.job, JobSubmissionError):  # no executor (e.g. credentials missing)
-        raise pending.job
-    became_liquid = _keys_to_keep(table, ctx, pending)
-    if became_liquid is not None:
-        draft.action, draft.reason = Action.SKIP, f"{draft.reason}; {became_liquid}"
-        return state
-    executor, why = pending.job
-    run = RunInProgress(uuid.uuid4().hex[:16], pending.read_version, now.isoformat())
-    ctx.state.save(state.with_(run=run))  # a crash from here on is settled by the next tick
-    request = OptimizeRequest(
-        table.path,
-        pending.features,
-        table.thresholds.target_file_size,
-        run.run_id,
-        pending.read_version,
-        files=pending.files,
-        output=table.thresholds.output,
-        stats_for_keys=table.thresholds.stats_for_clustering_keys,
-        liquid=ctx.config.liquid_for(table),
-    )
-    try:
-        outcome = executor.run(request)
-    except CommitConflictError as err:
-        draft.job = JobRecord(executor.name, why, run.run_id, error=str(err))
-        draft.action = draft.action.lost_race
-        return state.with_(run=None)
-    if outcome.not_started is not None:  # liquid by the time the executor read it: the same rule said no
-        draft.action, draft.reason = Action.SKIP, f"{draft.reason}; {outcome.not_started}"
-        return state.with_(run=None)
-    draft.job = JobRecord(executor.name, why, run.run_id, outcome)
-    return state.with_(run=None, last_optimized_version=outcome.version or state.last_optimized_version)
 
 
 def _keys_to_keep(table: TableSettings, ctx: ServiceContext, pending: PendingJob) -> str | None:
@@ -174,7 +200,7 @@ def _keys_to_keep(table: TableSettings, ctx: ServiceContext, pending: PendingJob
     local = not isinstance(pending.job, JobSubmissionError) and isinstance(pending.job[0], SparkExecutor)
     liquid = ctx.config.liquid_for(table)
     return liquid_refusal(
-        delta.snapshot(), pending.features, liquid, pending.read_version, keys if local else None, pending.net
+        delta.snapshot(), pending.features, liquid, pending.read_version, keys=keys if local else None, net=pending.net
     )
 
 

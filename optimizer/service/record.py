@@ -10,31 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
+
+from optimizer.verdict import Verdict
 
 if TYPE_CHECKING:
     from optimizer.estimate.record import Decision
     from optimizer.service.drift import ReclusterPlan
     from optimizer.service.executors import JobOutcome
     from optimizer.service.merge import MergePlan
-
-
-class Action(StrEnum):
-    OPTIMIZE = "optimize"
-    OPTIMIZE_DRY_RUN = "optimize (dry run)"
-    OPTIMIZE_LOST_RACE = "optimize (lost race)"
-    RECLUSTER = "recluster"
-    RECLUSTER_DRY_RUN = "recluster (dry run)"
-    RECLUSTER_LOST_RACE = "recluster (lost race)"
-    DEFERRED = "deferred"  # a job decided, waiting in the fleet queue (rank, slots or budget)
-    SKIP = "skip"
-    PAUSED = "paused"
-    ERROR = "error"
-
-    @property
-    def lost_race(self) -> Action:
-        return Action.RECLUSTER_LOST_RACE if self is Action.RECLUSTER else Action.OPTIMIZE_LOST_RACE
 
 
 @dataclass(frozen=True)
@@ -62,7 +46,7 @@ class TickRecord:
     table: str  # the configured name
     path: str
     dry_run: bool
-    action: Action
+    action: Verdict
     reason: str
     decision: Decision | None = None  # the new-data estimate
     recluster: ReclusterPlan | None = None  # the drift step, when it ran
@@ -76,7 +60,7 @@ class TickRecord:
     @property
     def reclustered(self) -> bool:
         """Whether this tick chose to re-cluster (whether or not the job then committed)."""
-        return self.action in (Action.RECLUSTER, Action.RECLUSTER_DRY_RUN, Action.RECLUSTER_LOST_RACE)
+        return self.action in (Verdict.RECLUSTER, Verdict.RECLUSTER_DRY_RUN, Verdict.RECLUSTER_LOST_RACE)
 
     @property
     def features(self) -> dict[str, object]:

@@ -28,9 +28,10 @@ from optimizer.service.decisions import DecisionLog
 from optimizer.service.discovery import Discovery
 from optimizer.service.fleet import Budget, FleetQueue
 from optimizer.service.metrics import Metrics
-from optimizer.service.record import Action, TickRecord
+from optimizer.service.record import TickRecord
 from optimizer.service.state import StateStore
-from optimizer.service.tick import tick, write
+from optimizer.service.tick import tick
+from optimizer.verdict import Verdict
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,28 +85,38 @@ def run_once(ctx: ServiceContext, now: datetime | None = None) -> list[TickRecor
     until every table has decided, then start in rank order within the budget (`service.fleet`). A table
     whose job started returns the job's record."""
     now = now or datetime.now(UTC)
-    return start_ranked(ctx, now, decide_all(ctx, now))
+    decided = decide_all(ctx, now)
+    return start_ranked(ctx, now, decided)
 
 
 def decide_all(
     ctx: ServiceContext, now: datetime, tables: Sequence[TableSettings] | None = None
 ) -> dict[str, TickRecord]:
     """Tick every watched table (or `tables`) with the queue held: their jobs wait, ranked, unstarted."""
+    tables = tables or watched(ctx).tables()
     with ctx.queue.held():
-        return {table.name: tick(table, ctx, now) for table in (tables or watched(ctx).tables())}
+        return {table.name: tick(table, ctx, now) for table in tables}
 
 
 def start_ranked(ctx: ServiceContext, now: datetime, records: dict[str, TickRecord]) -> list[TickRecord]:
     """Start the queued jobs best first within the slots and budget; the records of those still waiting
     say why and are written; the pass's decision rows are committed together."""
-    records.update(ctx.queue.dispatch(now).records)
-    reasons = ctx.queue.reasons(now)
+    dispatched = ctx.queue.dispatch(now)
+    records.update(dispatched.records)
     for name, record in records.items():
-        if record.action is Action.DEFERRED and not record.job and "; deferred: " not in record.reason:
-            why = reasons.get(name, "waiting in the fleet queue")
-            records[name] = write(replace(record, reason=f"{record.reason}; deferred: {why}"), ctx)
+        if record.action is Verdict.DEFERRED and not record.job and "; deferred: " not in record.reason:
+            why = dispatched.waiting.get(name, "waiting in the fleet queue")
+            records[name] = _write(replace(record, reason=f"{record.reason}; deferred: {why}"), ctx)
     ctx.decisions.flush()
     return list(records.values())
+
+
+def _write(record: TickRecord, ctx: ServiceContext) -> TickRecord:
+    """Record a tick the pass held back, now that it says why its job waits: the decision log (a
+    repeated verdict commits nothing) and the state's summary."""
+    ctx.state.save(ctx.state.load(record.table).with_(last_decision=record.summary()))
+    ctx.log(record, table=not record.reused)
+    return record
 
 
 def serve(ctx: ServiceContext, install_signals: bool = True) -> None:

@@ -13,7 +13,9 @@ temporary name, then renamed), so a crash leaves either the old or the new state
   features are drift suspects);
 * ``reclustered``: (time, bytes) of the re-clustering runs of the last 24 h, the daily budget's ledger;
 * ``recluster_checked``: when each older layout's files were last estimated, so that the few groups
-  one tick estimates rotate.
+  one tick estimates rotate;
+* ``verdict``: the last verdict a tick may repeat while nothing it was made from moved (`service.idle`):
+  what it was made from (``key``), ``at``, ``action``, ``reason``; null: none (``{}`` in older files).
 """
 
 from __future__ import annotations
@@ -24,7 +26,19 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from optimizer.verdict import Verdict
 from querylog.durable import atomic_file
+
+
+@dataclass(frozen=True)
+class LastVerdict:
+    """The last verdict a full tick made that a later tick may repeat while nothing it was made from
+    moved (`service.idle`)."""
+
+    key: str  # what it was made from (`idle.verdict_key`)
+    at: str  # when (ISO 8601)
+    action: Verdict  # DEFERRED for a job handed to the fleet queue
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -46,9 +60,7 @@ class TableState:
     current_layout_since: str = ""  # when the estimate last chose a different layout
     reclustered: tuple[tuple[str, int], ...] = ()
     recluster_checked: dict[str, str] = field(default_factory=dict)
-    # the last verdict a full tick made that a tick may reuse while nothing moved (`service.idle`):
-    # {"key": what it was made from, "at": when, "action": ..., "reason": ...}; empty: none
-    verdict: dict[str, str] = field(default_factory=dict)
+    verdict: LastVerdict | None = None  # the verdict a tick may repeat while nothing moved; None: none
 
     def with_(self, **changes: Any) -> TableState:
         return replace(self, **changes)
@@ -94,10 +106,22 @@ class StateStore:
             current_layout_since=str(data.get("current_layout_since") or ""),
             reclustered=tuple((str(ts), int(n)) for ts, n in data.get("reclustered") or ()),
             recluster_checked={str(k): str(v) for k, v in (data.get("recluster_checked") or {}).items()},
-            verdict={str(k): str(v) for k, v in (data.get("verdict") or {}).items()},
+            verdict=_last_verdict(data.get("verdict")),
         )
 
     def save(self, state: TableState) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         with atomic_file(self.path(state.table), "w") as out:
             json.dump(asdict(state), out, indent=1, default=str)
+
+
+def _last_verdict(data: dict[str, Any] | None) -> LastVerdict | None:
+    """The stored verdict; state files of earlier versions hold ``{}`` for none. One that cannot be
+    read whole (a missing field, an action this version does not know) is not repeated: the next tick
+    decides afresh, as it would without one."""
+    if not data:
+        return None
+    try:
+        return LastVerdict(str(data["key"]), str(data["at"]), Verdict(data["action"]), str(data["reason"]))
+    except (KeyError, ValueError):
+        return None

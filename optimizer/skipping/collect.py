@@ -54,11 +54,14 @@ class StatsSpec:
         result: dict[str, Column] = {}
         for i, (expression, type_name) in enumerate(self.ranges):
             value = expression_column(expression)
-            low, high = F.min(value), F.max(value)
+            low = F.min(value)
+            high = F.max(value)
             if type_name == "timestamp":  # the instant
-                low, high = F.unix_micros(low), F.unix_micros(high)
+                low = F.unix_micros(low)
+                high = F.unix_micros(high)
             elif type_name == "timestamp_ntz":  # the wall clock, whatever the session's zone
-                low, high = ntz_micros(low), ntz_micros(high)
+                low = ntz_micros(low)
+                high = ntz_micros(high)
             result[f"__xmin_{i}"] = low
             result[f"__xmax_{i}"] = high
             result[f"__xnull_{i}"] = F.count(F.lit(1)) - F.count(value)

@@ -255,6 +255,7 @@ def write_index(
     table: TableAccess,
     run_id: str,
     files: Mapping[str, tuple[int, ExtendedStats]],
+    *,
     features: Mapping[str, Any] | None = None,
     key_types: Mapping[str, str] | None = None,
     columns: Mapping[str, str] | None = None,

@@ -48,7 +48,8 @@ def column_health(files: Sequence[DataFile], column: str) -> ColumnHealth:
     ranges: list[tuple[Any, Any]] = []
     wanted = column.lower()
     for f in files:
-        low, high = _bound(f.min_values, wanted), _bound(f.max_values, wanted)
+        low = _bound(f.min_values, wanted)
+        high = _bound(f.max_values, wanted)
         if low is not None and high is not None:
             ranges.append((low, high))
     try:

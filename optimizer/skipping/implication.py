@@ -115,7 +115,8 @@ def _subset(q: ValueSet, f: ValueSet, strings: frozenset[str]) -> bool:
 def implies(q: exp.Expr, f: exp.Expr, strings: frozenset[str] = frozenset()) -> bool:
     """True only when every row satisfying `q` satisfies `f`; `strings` are the rendered expressions
     (lower-cased columns) known to hold strings, the only ones whose quoted constants compare as text."""
-    q, f = q.unnest(), f.unnest()
+    q = q.unnest()
+    f = f.unnest()
     if rendered(q) == rendered(f):
         return True
     if isinstance(f, exp.Or):
@@ -126,7 +127,8 @@ def implies(q: exp.Expr, f: exp.Expr, strings: frozenset[str] = frozenset()) -> 
         return all(implies(part, f, strings) for part in q.flatten())
     if isinstance(f, exp.And):
         return all(implies(q, part, strings) for part in f.flatten())
-    qs, fs = _value_set(q), _value_set(f)
+    qs = _value_set(q)
+    fs = _value_set(f)
     return qs is not None and fs is not None and _subset(qs, fs, strings)
 
 

@@ -127,7 +127,8 @@ def from_derived(derived: Iterable[DerivedFilter], locations: Mapping[str, str])
     found: dict[tuple[str, str, str, str], JoinFilter] = {}
     lowered = {name.lower(): location for name, location in locations.items()}
     for d in derived:
-        source, column = d.source(), _fact_column(d.filter)
+        source = d.source()
+        column = _fact_column(d.filter)
         if source is None or column is None or source[0] not in lowered:
             continue
         dimension, key, where = source

@@ -181,6 +181,7 @@ def create_view(
     spark: SparkSession,
     name: str,
     table: TableAccess | str,
+    *,
     where: str | None = None,
     columns: Sequence[str] | None = None,
     joins: Sequence[JoinFilter] = (),

@@ -1,9 +1,9 @@
 """Delta table access: records, the interface, and the delta-rs + Spark implementation."""
 
 from optimizer.table.access import Commit, DataFile, Snapshot, StagedFile, TableAccess
-from optimizer.table.deltars import DeltaRsTable
+from optimizer.table.handle import DeltaTableHandle
 
-__all__ = ["Commit", "DataFile", "DeltaRsTable", "Snapshot", "StagedFile", "TableAccess", "open_table"]
+__all__ = ["Commit", "DataFile", "DeltaTableHandle", "Snapshot", "StagedFile", "TableAccess", "open_table"]
 
 
 def open_table(uri: str, storage_options: dict[str, str] | None = None) -> TableAccess:
@@ -11,4 +11,4 @@ def open_table(uri: str, storage_options: dict[str, str] | None = None) -> Table
     configuration registered for its location (`optimizer.table.locations`)."""
     from optimizer.table.locations import storage_options as registered
 
-    return DeltaRsTable(uri, storage_options if storage_options is not None else registered(uri) or None)
+    return DeltaTableHandle(uri, storage_options if storage_options is not None else registered(uri) or None)

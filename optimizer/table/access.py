@@ -2,9 +2,10 @@
 
 Everything crossing this boundary is an immutable record: a `Snapshot` of the active files with their
 Delta statistics, `Commit` entries of the history, and `StagedFile` for files Spark has written but
-nobody has committed yet. The implementation is `optimizer.table.deltars.DeltaRsTable` (delta-rs reads
-the log, Spark reads and writes Parquet); who commits a layout rewrite is `optimizer.table.committer`'s
-choice (Delta's own transaction where the session has it, else delta-rs).
+nobody has committed yet. The implementation is `optimizer.table.handle.DeltaTableHandle` (delta-rs reads
+the log, Spark reads and writes Parquet); who commits a rewrite is `optimizer.table.rewrite_path`'s
+choice (Delta's own transaction where the session has it, Delta's SQL commands where only SQL reaches
+the cluster, else delta-rs).
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ StatsCallback = Callable[[str, Mapping[str, Any]], Mapping[str, Any]]
 
 class TableAccess(Protocol):
     """What the optimizer needs from a Delta table: everything outside `optimizer.table` names this
-    protocol, and `open_table` picks the implementation (today `DeltaRsTable`)."""
+    protocol, and `open_table` picks the implementation (today `DeltaTableHandle`)."""
 
     uri: str
     storage_options: dict[str, str]

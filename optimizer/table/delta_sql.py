@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -93,6 +93,14 @@ class CommandResult:
         return bool(self.files_in or self.files_out)
 
 
+@dataclass(frozen=True)
+class DeltaCommitted:
+    """What Delta's OPTIMIZE of one run did (its metrics) and the commits carrying the run's tag."""
+
+    result: CommandResult
+    commits: list[Commit]
+
+
 class DeltaSql:
     """Delta's SQL commands on the table at `uri` (its catalog name when configured by name)."""
 
@@ -115,22 +123,28 @@ class DeltaSql:
         columns = self.detail().get("clusteringColumns")
         return tuple(columns) if columns else None
 
-    def cluster_by(self, keys: Sequence[str]) -> None:
-        """``ALTER TABLE ... CLUSTER BY``: a commit, so not while another job's tag is the session's."""
+    def cluster_by(self, keys: Sequence[str], *, before: Callable[[], None] = lambda: None) -> None:
+        """``ALTER TABLE ... CLUSTER BY``: a commit, so not while another job's tag is the session's;
+        `before` runs right before the statement, under the lock (the rewrite path's re-check)."""
         columns = ", ".join(exp.to_identifier(k, quoted=True).sql("spark") for k in keys)
         with _committing(f"the CLUSTER BY of {self.uri}", self.uri):
+            before()
             self._run(f"ALTER TABLE {self.name} CLUSTER BY ({columns})")
 
-    def optimize(self, zorder_by: Sequence[str], tag: Mapping[str, Any]) -> CommandResult:
+    def optimize(
+        self, zorder_by: Sequence[str], tag: Mapping[str, Any], before: Callable[[], None] = lambda: None
+    ) -> CommandResult:
         """``OPTIMIZE <table> [ZORDER BY (...)]`` with `tag` as the commit's user metadata. Delta's
         transaction commits atomically (``dataChange=false``) or not at all. Other commands that commit
         through this module wait meanwhile (`_COMMITTING`), so no other run's tag is the session's while
-        Delta commits, and the session's own user metadata is restored afterwards."""
+        Delta commits, and the session's own user metadata is restored afterwards. `before` runs right
+        before the statement, under the lock (the rewrite path's re-check: raising commits nothing)."""
         statement = f"OPTIMIZE {self.name}"
         if zorder_by:
             statement += " ZORDER BY (" + ", ".join(exp.to_identifier(c, quoted=True).sql("spark") for c in zorder_by)
             statement += ")"
         with _committing(f"run {tag.get('runId')}'s OPTIMIZE of {self.uri}", self.uri):
+            before()
             previous = self.spark.conf.get(USER_METADATA_CONF, None)
             self.spark.conf.set(USER_METADATA_CONF, json.dumps({CUSTOM_METADATA_KEY: dict(tag)}, separators=(",", ":")))
             try:
@@ -147,7 +161,7 @@ class DeltaSql:
     def _restore(self, previous: str | None) -> None:
         """Put the session's user metadata back, best effort: on a dropped connection this fails too, and
         raising here would hide the command's own error, from which the caller settles whether Delta
-        committed (`by_delta._optimize` reads the log)."""
+        committed (`delta_sql_commit.DeltaSqlCommitter.optimize` reads the log)."""
         try:
             if previous is None:
                 self.spark.conf.unset(USER_METADATA_CONF)

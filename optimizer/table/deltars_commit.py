@@ -1,4 +1,4 @@
-"""The delta-rs commit protocol of `optimizer.table.deltars.DeltaRsTable`: layout rewrites, appends, the
+"""The delta-rs commit protocol of `optimizer.table.handle.DeltaTableHandle`: layout rewrites, appends, the
 first commit and property changes, all through ``deltalake``'s transactions (never hand-written JSON).
 
 Layout rewrites follow the conflict rule of docs/ARCHITECTURE.md (contract 4): commit with
@@ -24,42 +24,100 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
 
 from optimizer import errors
-from optimizer.table.access import CUSTOM_METADATA_KEY, DataFile, Snapshot, StagedFile
+from optimizer.table.access import CUSTOM_METADATA_KEY, DataFile, Snapshot, StagedFile, TableAccess
 from optimizer.table.deltars_log import data_files, retry_basis_of, table_features_of
 from optimizer.table.protocol import check_rewritable
-from optimizer.table.rewrite import RetryBasis, check_retry_basis, check_rewrite, check_staged, outcome_after_failure
+from optimizer.table.rewrite import (
+    CommitEngine,
+    DeltaOptimize,
+    PathCheck,
+    RetryBasis,
+    RewriteRequest,
+    check_retry_basis,
+    check_rewrite,
+    check_staged,
+    not_deltas_command,
+    outcome_after_failure,
+)
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.delta_sql import DeltaCommitted
+    from optimizer.table.protocol import TableFeatures
 
 log = logging.getLogger(__name__)
 
+
+class DeltaTableHandle(TableAccess, Protocol):
+    """What the commit protocol needs of a table handle (`optimizer.table.handle.DeltaTableHandle`): typed
+    structurally so that the handle may import this module without this module importing the handle."""
+
+    storage_options: dict[str, str]
+
+    def delta_table(self, version: int | None = None) -> DeltaTable: ...
+
+
 REWRITE_ATTEMPTS = 5
+
+
+class DeltaRsCommitter:
+    """The delta-rs commit protocol of the table itself, from this process (`rewrite`); with a `path`
+    (`optimizer.table.rewrite_path.open_path`) every attempt re-checks it on the version it commits to."""
+
+    engine: CommitEngine = "delta-rs"
+
+    def __init__(self, table: DeltaTableHandle, path: PathCheck | None = None) -> None:
+        self.table: TableAccess = table
+        self._handle = table
+        self.path = path
+
+    def commit_safety(self) -> str:
+        return self.table.commit_safety()
+
+    def rewrite(self, request: RewriteRequest, *, before_commit: Callable[[int], None] | None = None) -> int:
+        recheck = self.path.recheck if self.path is not None else None
+        return rewrite(
+            self._handle,
+            request.read_version,
+            request.remove,
+            request.add,
+            request.metadata,
+            before_commit=before_commit,
+            recheck=recheck,
+        )
+
+    def optimize(self, request: DeltaOptimize) -> DeltaCommitted:
+        raise not_deltas_command(self.engine)
+
+    def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> None:
+        self.table.set_properties(properties, metadata)
+
 
 _View = tuple["DeltaTable", tuple[int, RetryBasis], dict[str, DataFile]]  # an attempt's table, basis, active files
 
 
 def rewrite(
-    table: DeltaRsTable,
+    table: DeltaTableHandle,
     read_version: int,
     remove: Sequence[DataFile],
     add: Sequence[StagedFile],
     metadata: Mapping[str, Any] | None = None,
     *,
     before_commit: Callable[[int], None] | None = None,
+    recheck: Callable[[TableFeatures, int], None] | None = None,
 ) -> int:
     """Atomically replace `remove` with `add` (``dataChange=false``), planned at `read_version`: the
-    contract of `DeltaRsTable.rewrite`. Returns the committed version (the run's, read back from the log
-    when an attempt reported failure after landing)."""
+    contract of `DeltaTableHandle.rewrite`. Returns the committed version (the run's, read back from the log
+    when an attempt reported failure after landing). `recheck` (the rewrite path's) judges the table each
+    attempt commits to."""
     run = (_run_id(table, metadata), read_version)
     check_rewrite(table, remove, add)
     table.commit_safety()
@@ -71,6 +129,8 @@ def rewrite(
             planned = _first_basis(table, log_table, now, add)
         elif (landed_at := check_retry_basis(table, planned, now, add, run=run)) is not None:
             return landed_at  # the run's commit landed late: the table changed by it
+        if recheck is not None and (landed_at := _rechecked(table, recheck, log_table, add, run=run)) is not None:
+            return landed_at
         if (landed_at := _still_active(table, remove, active, add, run=run, first=attempt == 0)) is not None:
             return landed_at
         stamp = int(time.time() * 1000)
@@ -89,7 +149,7 @@ def rewrite(
     )
 
 
-def _run_id(table: DeltaRsTable, metadata: Mapping[str, Any] | None) -> str:
+def _run_id(table: DeltaTableHandle, metadata: Mapping[str, Any] | None) -> str:
     """The run id a rewrite's commit carries: the only way to tell from the log whether a failed attempt
     landed. Without one a failure would be taken for "not landed" and the files its commit references
     deleted, so such a rewrite is refused before anything is committed."""
@@ -101,7 +161,7 @@ def _run_id(table: DeltaRsTable, metadata: Mapping[str, Any] | None) -> str:
     return str(run_id)
 
 
-def _read_attempt(table: DeltaRsTable, version: int | None, add: Sequence[StagedFile]) -> _View:
+def _read_attempt(table: DeltaTableHandle, version: int | None, add: Sequence[StagedFile]) -> _View:
     """The table an attempt commits against (`version`; None: the latest, for a retry), its `RetryBasis`
     and active files. A failed read deletes the staged files and names the table: nothing of this run
     can be in the log (before the first attempt; or on a retry, whose lost attempt the log settled)."""
@@ -117,7 +177,7 @@ def _read_attempt(table: DeltaRsTable, version: int | None, add: Sequence[Staged
 
 
 def _first_basis(
-    table: DeltaRsTable, log_table: DeltaTable, now: tuple[int, RetryBasis], add: Sequence[StagedFile]
+    table: DeltaTableHandle, log_table: DeltaTable, now: tuple[int, RetryBasis], add: Sequence[StagedFile]
 ) -> tuple[int, RetryBasis]:
     """The table's `RetryBasis` as planned on (a retry must see it unchanged: `check_retry_basis`). The
     table must be one delta-rs can rewrite (no deletion vectors, whose descriptors its removes cannot
@@ -130,8 +190,30 @@ def _first_basis(
     return now
 
 
+def _rechecked(
+    table: DeltaTableHandle,
+    recheck: Callable[[TableFeatures, int], None],
+    log_table: DeltaTable,
+    add: Sequence[StagedFile],
+    *,
+    run: tuple[str, int],
+) -> int | None:
+    """The rewrite path re-checked on the version this attempt commits to (a table made liquid since the
+    plan gets no Z-order). A refusal reads the log first, as any give-up after an attempt: the run's own
+    commit landing late is its result; only a log without it lets the staged files be deleted."""
+    try:
+        recheck(table_features_of(log_table), log_table.version())
+    except errors.CommitConflictError as conflict:
+        landed_at = outcome_after_failure(table, run[0], run[1], conflict)
+        if landed_at is not None:
+            return landed_at
+        table.discard(add)
+        raise
+    return None
+
+
 def _still_active(
-    table: DeltaRsTable,
+    table: DeltaTableHandle,
     remove: Sequence[DataFile],
     active: Mapping[str, DataFile],
     add: Sequence[StagedFile],
@@ -164,7 +246,7 @@ def _still_active(
 
 
 def _commit_once(
-    table: DeltaRsTable,
+    table: DeltaTableHandle,
     log_table: DeltaTable,
     actions: list[AddAction | RemoveAction],
     metadata: Mapping[str, Any] | None,
@@ -175,7 +257,8 @@ def _commit_once(
     there although the store reported a conflict. A landed commit is returned; an unreadable log keeps
     every file. Any other failure the log does not show may still land (a timed-out PUT that completes
     later): `CommitOutcomeUnknownError`, every file kept, none deleted."""
-    read_version, run_id = log_table.version(), (metadata or {}).get("runId")
+    read_version = log_table.version()
+    run_id = (metadata or {}).get("runId")
     try:
         log_table.create_write_transaction(
             actions,
@@ -204,9 +287,9 @@ def _refused(err: Exception) -> bool:
 
 
 def append(
-    table: DeltaRsTable, staged: Sequence[StagedFile], snapshot: Snapshot, metadata: Mapping[str, Any] | None = None
+    table: DeltaTableHandle, staged: Sequence[StagedFile], snapshot: Snapshot, metadata: Mapping[str, Any] | None = None
 ) -> int:
-    """Commit `staged` as new data (``dataChange=true``): the contract of `DeltaRsTable.append`."""
+    """Commit `staged` as new data (``dataChange=true``): the contract of `DeltaTableHandle.append`."""
     table.commit_safety()
     check_staged(table, staged)
     log_table = table.delta_table()
@@ -227,7 +310,7 @@ def append(
 
 
 def create(
-    table: DeltaRsTable, draft: Snapshot, staged: Sequence[StagedFile], metadata: Mapping[str, Any] | None
+    table: DeltaTableHandle, draft: Snapshot, staged: Sequence[StagedFile], metadata: Mapping[str, Any] | None
 ) -> None:
     """The first commit of a table described by `draft` (schema, partitioning, properties) with `staged`
     as its data; a failure deletes the files and raises `TableAccessError`, unless the log shows version 0
@@ -253,7 +336,7 @@ def create(
         raise errors.TableAccessError(f"cannot create Delta table at {table.uri}: {err}") from err
 
 
-def _created_with(table: DeltaRsTable, staged: Sequence[StagedFile], error: Exception) -> bool:
+def _created_with(table: DeltaTableHandle, staged: Sequence[StagedFile], error: Exception) -> bool:
     """Whether version 0 landed with exactly `staged` although its commit reported `error` (a lost
     response): its files are then the table's and must stay. No table: it did not land. A log that
     cannot be read keeps every file (`CommitOutcomeUnknownError`)."""
@@ -270,7 +353,7 @@ def _created_with(table: DeltaRsTable, staged: Sequence[StagedFile], error: Exce
 
 
 def set_properties(
-    table: DeltaRsTable, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None
+    table: DeltaTableHandle, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None
 ) -> None:
     """Set table properties in one commit (Delta's SET TBLPROPERTIES)."""
     try:

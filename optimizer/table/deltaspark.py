@@ -53,13 +53,17 @@ from optimizer.table.delta_engine import (
     scala_seq,
 )
 from optimizer.table.log_store import delta_commit_safety, spark_commit_safety  # noqa: F401 - re-exported
+from optimizer.table.protocol import TableFeatures, table_features
 from optimizer.table.rewrite import (
     CLUSTERING_DOMAIN,
     CommitEngine,
+    DeltaOptimize,
+    PathCheck,
     RetryBasis,
     RewriteRequest,
     check_retry_basis,
     check_rewrite,
+    not_deltas_command,
     outcome_after_failure,
     retry_basis,
 )
@@ -68,6 +72,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from optimizer.table.access import TableAccess
+    from optimizer.table.delta_sql import DeltaCommitted
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +84,10 @@ class DeltaSparkCommitter:
 
     engine: CommitEngine = "delta-spark"
 
-    def __init__(self, spark: SparkSession, table: TableAccess) -> None:
+    def __init__(self, spark: SparkSession, table: TableAccess, path: PathCheck | None = None) -> None:
         self.spark = spark
         self.table = table
+        self.path = path  # re-checked on the latest version before each commit (`_check_latest`)
         package = delta_classes(spark)
         if package is None:
             raise errors.TableAccessError("the session has no Delta engine classes; cannot commit through Delta")
@@ -137,6 +143,9 @@ class DeltaSparkCommitter:
                 )
         raise AssertionError("unreachable")  # the loop returns or raises
 
+    def optimize(self, request: DeltaOptimize) -> DeltaCommitted:
+        raise not_deltas_command(self.engine)
+
     def _refused(self, err: Exception, attempts: int) -> errors.DeltaOptError:
         if isinstance(err, errors.DeltaOptError):
             return err
@@ -157,7 +166,7 @@ class DeltaSparkCommitter:
         (`CommitOutcomeUnknownError`) when the log cannot say."""
         try:
             snapshot = engine.latest()
-            return snapshot, self._still_there(engine, planned, snapshot, request, read, err)
+            return snapshot, self._still_there(engine, planned, snapshot, request, read=read, err=err)
         except errors.DeltaOptError:
             raise  # a refusal of `_still_there`: it deleted the files after the log showed nothing landed
         except Exception as failure:
@@ -176,6 +185,7 @@ class DeltaSparkCommitter:
         planned: Any,
         snapshot: Any,
         request: RewriteRequest,
+        *,
         read: list[Any],
         err: Exception,
     ) -> list[Any]:
@@ -259,18 +269,23 @@ class DeltaSparkCommitter:
         Delta's checker judges the commit: Delta 4.4's lets an OPTIMIZE commit over a concurrent ALTER TABLE
         ... CLUSTER BY (4.0's refuses it), which would put a Z-order on a table that is liquid by then. Other
         concurrent changes stay Delta's to judge (row tracking enabled meanwhile is adopted, as by Delta's own
-        OPTIMIZE); a CLUSTER BY landing between this read and Delta's commit is left to Delta's checker too."""
+        OPTIMIZE); a CLUSTER BY landing between this read and Delta's commit is left to Delta's checker too.
+        Then the rewrite path (`path`) is re-checked on the latest version, also when that is the version
+        read (the path may have been chosen on an earlier one, before a property change of the run): a table
+        that became liquid is not given deltaopt's layout."""
         latest = engine.latest()
-        if int(latest.version()) == int(snapshot.version()):
-            return
-        planned, now = _retry_basis(snapshot), _retry_basis(latest)
-        if planned.clustering != now.clustering:  # only the clustering compared: the rest as it is now
-            check_retry_basis(
-                self.table,
-                (int(snapshot.version()), replace(now, clustering=planned.clustering)),
-                (int(latest.version()), now),
-                request.add,
-            )
+        if int(latest.version()) != int(snapshot.version()):
+            planned = _retry_basis(snapshot)
+            now = _retry_basis(latest)
+            if planned.clustering != now.clustering:  # only the clustering compared: the rest as it is now
+                check_retry_basis(
+                    self.table,
+                    (int(snapshot.version()), replace(now, clustering=planned.clustering)),
+                    (int(latest.version()), now),
+                    request.add,
+                )
+        if self.path is not None and int(latest.version()) != self.path.planned_at:
+            self.path.recheck(_features(latest), int(latest.version()))
 
     def _add_file(self, engine: DeltaEngine, f: StagedFile) -> Any:
         """The AddFile of a staged file (``dataChange=false``, deltaopt's statistics): Delta's own action
@@ -345,6 +360,20 @@ def _retry_basis(snapshot: Any) -> RetryBasis:
         partition_columns=metadata.get("partitionColumns") or (),
         configuration=metadata.get("configuration") or {},
         clustering=clustering,
+    )
+
+
+def _features(snapshot: Any) -> TableFeatures:
+    """The `TableFeatures` of one of Delta's snapshots (its protocol and metadata as Delta serialises them)."""
+    protocol = json.loads(snapshot.protocol().json())["protocol"]
+    metadata = json.loads(snapshot.metadata().json())["metaData"]
+    return table_features(
+        protocol["minReaderVersion"],
+        protocol["minWriterVersion"],
+        protocol.get("readerFeatures"),
+        protocol.get("writerFeatures"),
+        configuration=metadata.get("configuration") or {},
+        schema_json=metadata["schemaString"],
     )
 
 

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from optimizer.table.delta_engine import DeltaEngine, delta_classes
+from optimizer.table.delta_engine import DeltaEngine
 from optimizer.table.protocol import check_readable
+from optimizer.table.rewrite_path import Capabilities, reads_through_delta
 from optimizer.table.stats import data_columns
 
 if TYPE_CHECKING:
@@ -31,11 +32,11 @@ def read_rows(
     from pyspark.sql import functions as F
 
     features = snapshot.features
-    check_readable(features, table.uri, delta_engine=delta_classes(spark) is not None)
+    check_readable(features, table.uri, delta_engine=Capabilities.of_session(spark).delta_engine)
     schema = snapshot.spark_schema()
     if not files:
         return spark.createDataFrame([], schema)
-    if features.needs_delta_reader or (for_rewrite and features.row_tracking):
+    if reads_through_delta(features, for_rewrite=for_rewrite):
         engine = DeltaEngine(spark, table.spark_uri("").rstrip("/"))
         at = engine.snapshot(snapshot.version)
         preserve = for_rewrite and features.row_tracking

@@ -2,8 +2,9 @@
 before any commit, what a retry after a lost race depends on (`RetryBasis`), and how the outcome of a
 commit that may have landed is read back from the log.
 
-Shared by `optimizer.table.committer` (which picks the engine), `optimizer.table.deltaspark` (Delta's
-transaction) and `optimizer.table.deltars` (delta-rs), so neither implementation imports the other.
+Shared by `optimizer.table.rewrite_path` (which picks the path), `optimizer.table.deltaspark` (Delta's
+transaction), `optimizer.table.deltars_commit` (delta-rs) and `optimizer.table.delta_sql_commit` (Delta's
+own commands), so no implementation imports another.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from optimizer.table.protocol import COLUMN_MAPPING_MODE, ROW_ID_COLUMN, ROW_VER
 
 if TYPE_CHECKING:
     from optimizer.table.access import DataFile, StagedFile, TableAccess
+    from optimizer.table.delta_sql import DeltaCommitted
+    from optimizer.table.protocol import TableFeatures
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +42,47 @@ class RewriteRequest:
     cluster_by: tuple[str, ...] = ()  # a clustered table's keys, recorded as Delta's OPTIMIZE records them
 
 
+@dataclass(frozen=True)
+class DeltaOptimize:
+    """Delta's own OPTIMIZE as the commit, planned at `read_version`: ``ZORDER BY`` `z_order_by`, or (empty)
+    a liquid table clustered by its keys; `tag` is the commit's user metadata (the run id finds its commits)."""
+
+    read_version: int
+    tag: Mapping[str, Any]
+    z_order_by: tuple[str, ...] = ()
+
+
+class PathCheck(Protocol):
+    """The rewrite path a committer re-checks on the snapshot it commits (`rewrite_path.RewritePath`)."""
+
+    @property
+    def planned_at(self) -> int: ...  # the version the path was chosen on: the table there needs no re-check
+
+    def recheck(self, features: TableFeatures, version: int) -> None: ...
+
+
 class Committer(Protocol):
-    """Commits a `RewriteRequest`; `before_commit(version)` runs right before the commit (tests race it)."""
+    """Commits a rewrite; every path has one. deltaopt's layout is a `RewriteRequest` (`rewrite`;
+    `before_commit(version)` runs right before the commit, tests race it), Delta's own commands a
+    `DeltaOptimize` (`optimize`); each committer refuses the other kind. `path`, when set, is re-checked
+    on the snapshot each attempt commits to."""
 
     engine: CommitEngine
     table: TableAccess
+    path: PathCheck | None
 
     def commit_safety(self) -> str: ...
 
     def rewrite(self, request: RewriteRequest, *, before_commit: Callable[[int], None] | None = None) -> int: ...
 
+    def optimize(self, request: DeltaOptimize) -> DeltaCommitted: ...
+
     def set_properties(self, properties: Mapping[str, str], metadata: Mapping[str, Any] | None = None) -> None: ...
+
+
+def not_deltas_command(engine: CommitEngine) -> RewriteValidationError:
+    """The refusal of a `DeltaOptimize` by a committer of deltaopt's own layout."""
+    return RewriteValidationError(f"the {engine} committer commits deltaopt's layout, not Delta's own OPTIMIZE")
 
 
 def check_rewrite(table: TableAccess, remove: Sequence[DataFile], add: Sequence[StagedFile]) -> None:

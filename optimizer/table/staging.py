@@ -120,7 +120,8 @@ def directory_values(path: str) -> dict[str, str | None]:
     for part in path.split("/")[:-1]:
         key, equals, raw = part.partition("=")
         if equals:
-            key, value = unquote(key), unquote(raw)  # Hive-style escaping of names and values on storage
+            key = unquote(key)  # Hive-style escaping of names and values on storage
+            value = unquote(raw)
             values[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
     return values
 

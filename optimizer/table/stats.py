@@ -158,6 +158,7 @@ def collect_file_stats(
     file_uris: Sequence[str],
     data_schema: StructType,
     columns: Sequence[StatsColumn],
+    *,
     extra: Mapping[str, Column] | None = None,
     skip: Collection[int] = (),
 ) -> dict[str, dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Object-store settings: one set of ``storage_options`` (delta-rs's keys) made into what each reader and
 writer takes, so that the table's own credentials, endpoint and region reach all of them.
 
-* delta-rs takes the options as they are (`DeltaRsTable`);
+* delta-rs takes the options as they are (`DeltaTableHandle`);
 * pyarrow (footers, the extended-stats sidecar, staged-file listing) gets an ``S3FileSystem`` built from
   them (`arrow_filesystem`), where ``FileSystem.from_uri`` would read the environment only;
 * Spark's Hadoop S3A connector gets per-bucket settings (``fs.s3a.bucket.<bucket>.*``, `hadoop_conf`), so

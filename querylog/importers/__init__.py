@@ -53,7 +53,13 @@ def digest_key(hasher: hashlib._Hash) -> str:
 
 
 def commit_import(
-    log: QueryLogTable, captured: Captured, key: str, source: str, entries: int, warnings: tuple[str, ...] = ()
+    log: QueryLogTable,
+    captured: Captured,
+    key: str,
+    *,
+    source: str,
+    entries: int,
+    warnings: tuple[str, ...] = (),
 ) -> ImportReport:
     """Append the rows and quarantine records of one source exactly once (keyed by its content)."""
     quarantine = QuarantineTable(quarantine_path(log.uri), log.storage_options)

@@ -87,7 +87,8 @@ def _is_not_null(predicate: exp.Expr) -> bool:
 def scan_identity(aliases: Mapping[str, str], node: Mapping[str, Any]) -> str:
     """The log identity of the table a scan node reads: an alias of its path or name, else the name,
     else the path."""
-    path, name = _location(node["metadata"]), _table_name(node)
+    path = _location(node["metadata"])
+    name = _table_name(node)
     return aliases.get(path) or (aliases.get(name) if name else None) or name or path
 
 
@@ -221,4 +222,6 @@ def import_event_log(log_table: Any, path: str | Path, context: SqlContext = Sql
         )
     if not starts and reading.decoded_bytes:
         warnings.append(f"no SQL execution events in {reading.decoded_bytes:,} bytes: is it a Spark event log?")
-    return commit_import(log_table, captured, reading.content_key, str(path), len(starts), tuple(warnings))
+    return commit_import(
+        log_table, captured, reading.content_key, source=str(path), entries=len(starts), warnings=tuple(warnings)
+    )

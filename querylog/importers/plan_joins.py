@@ -74,7 +74,8 @@ def plan_join_keys(
         children = join.get("children") or []
         if match is None or match.group(3) != "Inner" or len(children) != 2:
             continue
-        left, right = _references(match.group(1)), _references(match.group(2))
+        left = _references(match.group(1))
+        right = _references(match.group(2))
         if left is None or right is None or len(left) != len(right):
             continue
         for (own_side, own_keys), (other_side, other_keys) in (

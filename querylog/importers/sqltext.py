@@ -132,7 +132,7 @@ def import_sql_file(
             result = capture_sql(statement.text, when, "sqlfile", context, location=location, scans=memo)
             cache[statement.text] = result
         captured += _restamp(result, when, location)
-    return commit_import(log, captured, content_key(data), str(path), len(statements))
+    return commit_import(log, captured, content_key(data), source=str(path), entries=len(statements))
 
 
 def _restamp(
@@ -271,7 +271,7 @@ def import_history(
             result = capture_sql(text, when, "history", context, location=location, scans=memo)
             cache[text] = result
         captured += _restamp(result, when, location, str(query_id) if query_id else None, metrics)
-    return commit_import(log, captured, content_key(data), str(path), entries)
+    return commit_import(log, captured, content_key(data), source=str(path), entries=entries)
 
 
 def _quarantine(location: str, reason: str, raw: str) -> Captured:

@@ -277,7 +277,8 @@ def _column_equality(conjunct: exp.Expr) -> tuple[exp.Column, exp.Column] | None
     conjunct = conjunct.unnest()
     if not isinstance(conjunct, exp.EQ):
         return None
-    left, right = conjunct.this.unnest(), conjunct.expression.unnest()
+    left = conjunct.this.unnest()
+    right = conjunct.expression.unnest()
     if isinstance(left, exp.Column) and isinstance(right, exp.Column) and left.table != right.table:
         return left, right
     return None

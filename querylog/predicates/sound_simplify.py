@@ -37,7 +37,8 @@ def same_bound_other_strictness(left: exp.Expr, right: exp.Expr) -> bool:
     `x <= 0`): the pair sqlglot's merge gets wrong."""
     if not (isinstance(left, ORDERED) and isinstance(right, ORDERED)) or type(left) is type(right):
         return False
-    a, b = _bound(left), _bound(right)
+    a = _bound(left)
+    b = _bound(right)
     try:
         return a is not None and b is not None and bool(a == b)
     except TypeError:  # a date against a number: not comparable, sqlglot does not merge them either

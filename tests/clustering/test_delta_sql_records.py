@@ -35,6 +35,7 @@ from optimizer.features import FeatureSet
 from optimizer.skipping.extended import load_index, unclustered_files
 from optimizer.table import open_table
 from optimizer.table.delta_sql import USER_METADATA_CONF, DeltaSql
+from tests.clustering.liquid import append, liquid_table
 
 pytestmark = pytest.mark.spark
 
@@ -42,16 +43,9 @@ WANTED = FeatureSet.from_dict({"z": ["b"]})
 
 
 def make_liquid(spark, path: str) -> str:
-    """A small liquid table clustered by `a`, written in three appends (several files to cluster)."""
-    spark.sql(f"CREATE TABLE delta.`{path}` (a INT, b BIGINT) USING delta CLUSTER BY (a)")
-    for start in (0, 600, 1200):
-        append(spark, path, start)
-    return path
-
-
-def append(session, path: str, start: int) -> None:
-    rows = session.range(start, start + 600).selectExpr("cast(id % 7 as int) a", "(id * 7919) % 1000 b")
-    rows.repartition(2).write.format("delta").mode("append").save(path)
+    """A small liquid table clustered by `a`, written in three appends (several files to cluster): a copy
+    of a template built once per run (`tests.clustering.liquid`)."""
+    return liquid_table(spark, path)
 
 
 def names(spark, path: str, version: int) -> set[str]:
@@ -316,7 +310,9 @@ def test_an_optimize_committed_in_batches_reports_the_last_and_records_every_bat
     """With ``spark.databricks.delta.optimize.batchSize`` Delta's OPTIMIZE commits one transaction per
     batch of bins (OptimizeTableCommand.optimize, Delta 4.0.1), each with the session's user metadata:
     every commit the run's tag is on is the run's, and the files each added are recorded."""
-    from optimizer.clustering.by_delta import optimize_with_delta
+    from optimizer.clustering.by_delta import CommandRun, optimize_with_delta
+    from optimizer.table.delta_sql_commit import DeltaSqlCommitter
+    from optimizer.table.rewrite_path import Capabilities, OpenedPath, choose_path
 
     path = str(tmp_path / "parts")
     rows = spark.range(0, 2400).selectExpr("cast(id % 3 as int) p", "(id * 7919) % 1000 b")
@@ -325,10 +321,11 @@ def test_an_optimize_committed_in_batches_reports_the_last_and_records_every_bat
     table = open_table(path)
     run_id = f"batches-{uuid.uuid4().hex[:8]}"
     spark.conf.set("spark.databricks.delta.optimize.batchSize", "1")  # one bin (partition) per commit
+    snapshot = table.snapshot()
+    sql_path = choose_path(Capabilities.connect(), snapshot.features, liquid="keep", uri=path, version=snapshot.version)
+    opened = OpenedPath(sql_path, DeltaSqlCommitter(spark, table, sql_path, sql_path.engine), snapshot)
     try:
-        result = optimize_with_delta(
-            spark, table, WANTED, table.snapshot(), run_id, lambda _: None, metadata=None, engine="delta-sql"
-        )
+        result = optimize_with_delta(opened, table, WANTED, CommandRun(run_id, lambda _: None))
     finally:
         spark.conf.unset("spark.databricks.delta.optimize.batchSize")
 

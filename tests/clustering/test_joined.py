@@ -212,7 +212,9 @@ def test_files_already_laid_out_by_a_joined_feature_skip_in_the_replay_before(sp
     def kept(locations: dict[str, str]) -> dict[str, set[str]]:
         """{category: files the replay's "before" keeps for its query}"""
         snapshot = table.snapshot()
-        replay = workload_replay(table, snapshot, snapshot.files, records, thresholds, NOW, locations=locations)
+        replay = workload_replay(
+            table, snapshot, snapshot.files, records=records, thresholds=thresholds, now=NOW, locations=locations
+        )
         found = {}
         for query in replay.queries:
             (category,) = re.findall(r"'(c\d)'", query.predicate.sql)

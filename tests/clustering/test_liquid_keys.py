@@ -16,6 +16,7 @@ from optimizer.clustering.job import optimize
 from optimizer.features import FeatureSet
 from optimizer.table import open_table
 from optimizer.table.fingerprint import fingerprint
+from tests.clustering.liquid import liquid_table
 
 pytestmark = pytest.mark.spark
 
@@ -24,13 +25,9 @@ WANTED = FeatureSet.from_dict({"z": ["b"], "sop": ["a IN (1, 2)"]})
 
 @pytest.fixture
 def liquid(spark, tmp_path: Path) -> str:
-    """A small liquid table clustered by `a`, written in three appends (several files to cluster)."""
-    path = str(tmp_path / "liquid")
-    spark.sql(f"CREATE TABLE delta.`{path}` (a INT, b BIGINT) USING delta CLUSTER BY (a)")
-    for start in (0, 600, 1200):
-        rows = spark.range(start, start + 600).selectExpr("cast(id % 7 as int) a", "(id * 7919) % 1000 b")
-        rows.repartition(2).write.format("delta").mode("append").save(path)
-    return path
+    """A small liquid table clustered by `a`, written in three appends (several files to cluster): a copy
+    of a template built once per run (`tests.clustering.liquid`)."""
+    return liquid_table(spark, str(tmp_path / "liquid"))
 
 
 def keys(spark, path: str) -> list[str]:

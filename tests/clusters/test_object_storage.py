@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.clusters.driver import Driver
 from tests.clusters.servers import free_port, running
-from tests.clusters.test_standalone import deltaopt
 
 pytestmark = pytest.mark.spark
 BUCKET = "deltaopt-tests"
@@ -97,20 +97,18 @@ def test_a_table_on_s3_is_optimised_through_deltas_transaction(s3, events, tmp_p
         "service": {"state_dir": str(tmp_path / "state")},
     }
     config.write_text(yaml.safe_dump(data))
-    done = deltaopt("optimize", "--config", str(config), "--table", "events", "--z", "x", "--json", cwd=tmp_path)
-    assert done["committed_by"] == "delta-spark" and done["rows"] == 6000
-    last = open_table(uri, s3).history()[-1]
-    assert last.operation == "OPTIMIZE" and "Delta-Lake" in (last.engine or "") and last.is_deltaopt_optimize
-    assert rows(uri, s3).equals(before)
+    with Driver(tmp_path, tmp_path / "driver.log") as driver:  # both commands in one driver process
+        done = driver.cli("optimize", "--config", str(config), "--table", "events", "--z", "x", "--json").json()
+        assert done["committed_by"] == "delta-spark" and done["rows"] == 6000
+        last = open_table(uri, s3).history()[-1]
+        assert last.operation == "OPTIMIZE" and "Delta-Lake" in (last.engine or "") and last.is_deltaopt_optimize
+        assert rows(uri, s3).equals(before)
 
-    del table["single_writer"]  # another writer may commit: Delta's single-driver S3 log store is refused
-    config.write_text(yaml.safe_dump(data))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    command = [sys.executable, "-m", "optimizer.cli", "optimize", "--config", str(config), "--table", "events"]
-    refused = subprocess.run(
-        [*command, "--z", "x", "--all-files"], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert refused.returncode != 0 and "single_writer: true" in refused.stderr
+        del table["single_writer"]  # another writer may commit: Delta's single-driver S3 log store is refused
+        config.write_text(yaml.safe_dump(data))
+        command = ("optimize", "--config", str(config), "--table", "events")
+        refused = driver.cli(*command, "--z", "x", "--all-files")
+    assert refused.code != 0 and "single_writer: true" in refused.err
     assert open_table(uri, s3).history()[-1].version == last.version
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.clusters.driver import Driver
 from tests.service.test_service import CHEAP, log_queries
 
 pytestmark = pytest.mark.spark
@@ -70,20 +71,25 @@ def test_optimize_and_serve_on_a_standalone_cluster(spark, standalone, tmp_path)
     delta_table(spark, path, 0, 6000)
     config = cluster_config(tmp_path, master, {"name": "events", "path": path})
     before = rows_of(spark, path)
-    done = deltaopt("optimize", "--config", str(config), "--table", "events", "--z", "x", "--json", cwd=tmp_path)
-    assert done["committed_by"] == "delta-spark" and done["rows"] == 6000
-    last = open_table(path).history()[-1]
-    assert last.operation == "OPTIMIZE" and "Delta-Lake" in (last.engine or "") and last.is_deltaopt_optimize
-    assert rows_of(spark, path) == before
+    # the operator's two commands in one driver process (one JVM, one application on the cluster)
+    with Driver(tmp_path, tmp_path / "driver.log") as driver:
+        optimized = driver.cli("optimize", "--config", str(config), "--table", "events", "--z", "x", "--json")
+        done = optimized.json()
+        assert done["committed_by"] == "delta-spark" and done["rows"] == 6000
+        last = open_table(path).history()[-1]
+        assert last.operation == "OPTIMIZE" and "Delta-Lake" in (last.engine or "") and last.is_deltaopt_optimize
+        assert rows_of(spark, path) == before
 
-    delta_table(spark, path, 10**6, 4000, mode="append")  # new data arrives, and queries on it
-    log_queries(path + "_querylog", now=datetime.now(UTC))
-    before = rows_of(spark, path)
-    deltaopt("serve", "--once", "--config", str(config), cwd=tmp_path)
+        delta_table(spark, path, 10**6, 4000, mode="append")  # new data arrives, and queries on it
+        log_queries(path + "_querylog", now=datetime.now(UTC))
+        before = rows_of(spark, path)
+        served = driver.cli("serve", "--once", "--config", str(config))
+    assert served.code == 0, served.err[-3000:]
+    assert optimized.master == served.master == master  # both commands' sessions ran on the cluster
     record = json.loads((tmp_path / "state" / "decisions.jsonl").read_text().splitlines()[-1])
     assert record["action"] == "optimize" and record["job"]["version"] is not None, record["reason"]
     assert record["job"]["details"]["committed_by"] == "delta-spark"
-    assert len(set(work.glob("app-*")) - earlier) == 2  # both runs' executors ran on the cluster's worker
+    assert len(set(work.glob("app-*")) - earlier) == 1  # the driver's executors ran on the cluster's worker
     last = open_table(path).history()[-1]
     assert last.version == record["job"]["version"] and last.operation == "OPTIMIZE"
     assert rows_of(spark, path) == before

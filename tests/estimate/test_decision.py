@@ -41,11 +41,13 @@ def test_estimate_decides_on_a_real_table(spark, tmp_path):
     decision = estimate(TableContext(spark, table, "t", log, thresholds, NOW, cheap))
     assert decision.action == "optimize", decision.reason
     assert decision.features is not None and [f.expression for f in decision.features.z] == ["x"]
-    assert decision.search is not None and decision.search["chosen"] == ["z: x"]  # the benefit search chose it
-    (candidate,) = decision.search["candidates"]
-    assert candidate["chosen"] and candidate["marginal_benefit"] > candidate["marginal_cost"] > 0
+    assert decision.search is not None and decision.search.chosen_names == ["z: x"]  # the benefit search chose it
+    (candidate,) = decision.search.outcomes
+    assert candidate.chosen_in_round is not None
+    assert candidate.marginal_benefit is not None and candidate.marginal_cost is not None
+    assert candidate.marginal_benefit > candidate.marginal_cost > 0
     assert decision.seconds["search"] >= 0
-    assert decision.outside_window is not None and decision.outside_window["count"] == 2
+    assert decision.outside_window is not None and decision.outside_window.count == 2
     assert decision.benefit is not None and decision.benefit.rate is not None
     assert decision.benefit.rate.period_start == NOW - timedelta(days=7), "older records: the whole window counts"
     assert "queries expected" in decision.reason and "MB per query" in decision.reason
@@ -244,9 +246,9 @@ def test_compaction_of_a_file_past_the_cap_is_measured_on_its_leading_rows(spark
 
     monkeypatch.setattr(stored_bytes, "written_sizes", spy)
     sample = table.read_files(spark, snapshot.files, snapshot)
-    whole = stored_bytes._compaction(table, snapshot, snapshot.files, 1, sample, options)
+    whole = stored_bytes._compaction(table, snapshot, snapshot.files, target_files=1, sample=sample, options=options)
     monkeypatch.setattr(stored_bytes, "COMPACTION_BYTES", data_file.size // 4)
-    share = stored_bytes._compaction(table, snapshot, snapshot.files, 1, sample, options)
+    share = stored_bytes._compaction(table, snapshot, snapshot.files, target_files=1, sample=sample, options=options)
     assert rewritten_rows[0] == 80000 and rewritten_rows[1] == pytest.approx(20000, abs=2)
     assert whole.keys() == share.keys()
     for column, ratio in whole.items():

@@ -33,7 +33,7 @@ def delta_release(spark) -> str:
 
 
 def test_the_session_runs_the_pair_the_environment_was_built_for(spark):
-    from optimizer.table.committer import commit_engine
+    from optimizer.table.rewrite_path import commit_engine
 
     pyspark, delta = PAIR.split("/")
     assert spark.version == pyspark

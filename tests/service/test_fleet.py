@@ -144,10 +144,13 @@ def test_a_replaced_candidate_keeps_its_waiting_time_and_a_dropped_one_is_gone()
     queue = fleet(budget=Budget(per_hour=1))
     queue.submit(candidate("t", net=10, cost=10, ran=ran, since=NOW, key="v1"))
     queue.submit(candidate("t", net=20, cost=10, ran=ran, since=NOW + timedelta(hours=1), key="v2"))
-    assert queue.holds("t", "v2") and not queue.holds("t", "v1")
+    with queue.ticking("t") as slot:  # what the table's next tick finds waiting
+        assert slot.waiting_key == "v2"
     assert queue.ranked(NOW + timedelta(hours=1))[0].since == NOW
     queue.drop("t")
-    assert not queue.holds("t", "v2") and queue.ranked(NOW) == []
+    with queue.ticking("t") as slot:
+        assert slot.waiting is None and slot.waiting_key is None
+    assert queue.ranked(NOW) == []
 
 
 def test_slots_bound_running_jobs_and_a_ticking_table_is_left_alone():
@@ -169,8 +172,9 @@ def test_slots_bound_running_jobs_and_a_ticking_table_is_left_alone():
     queue.submit(candidate("next", 10, 10, ran))
     queue.dispatch(NOW)  # slow goes to the pool and holds the only slot
     assert "all 1 job slot(s) busy (slow)" in queue.reasons(NOW)["next"]
-    with queue.ticking("slow") as busy:
-        assert busy is not None and "job of this table is running" in busy  # the tick must not decide again
+    with queue.ticking("slow") as slot:
+        assert slot.busy is not None and "job of this table is running" in slot.busy  # it must not decide again
+        assert slot.waiting is None
     gate.set()
     for thread in launched:  # the freed slot goes to the next best, on the pool too
         thread.join(10)

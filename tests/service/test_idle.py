@@ -102,10 +102,10 @@ def test_a_job_or_an_error_is_never_repeated(service):  # noqa: F811
     assert optimised.action.value == "optimize" and optimised.job is not None
     after = tick(ctx.config.tables[0], ctx, NOW + timedelta(minutes=1))
     assert not after.reused
-    ctx.state.save(ctx.state.load("events").with_(verdict={}))
+    ctx.state.save(ctx.state.load("events").with_(verdict=None))
     broken = ctx.config.tables[0].model_copy(update={"path": ctx.config.tables[0].path + "_missing"})
     assert tick(broken, ctx, NOW).action.value == "error"
-    assert ctx.state.load("events").verdict == {}
+    assert ctx.state.load("events").verdict is None
 
 
 def test_serve_ticks_many_tables_on_a_fixed_pool(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from optimizer.service.executors import JobOutcome, OptimizeRequest, SparkExecutor, optimize_command
-from optimizer.service.record import Action
+from optimizer.verdict import Verdict
 from tests.service.test_service import NOW, log_queries, write_config
 
 pytestmark = pytest.mark.spark
@@ -54,7 +54,7 @@ def test_a_queued_job_leaves_the_keys_of_a_table_that_became_liquid(spark, tmp_p
 
     with ctx.queue.held():  # decided and queued, not started
         decided = tick(table, ctx, NOW)
-    assert decided.action is Action.DEFERRED and decided.features["z"] == ["x"], decided.reason
+    assert decided.action is Verdict.DEFERRED and decided.features["z"] == ["x"], decided.reason
     spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY (id)")  # the user makes it liquid meanwhile
     history = len(spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect())
 
@@ -62,7 +62,7 @@ def test_a_queued_job_leaves_the_keys_of_a_table_that_became_liquid(spark, tmp_p
 
     assert keys(spark, path) == ["id"]
     assert len(spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()) == history  # nothing committed
-    assert started.action is Action.SKIP and started.job is None
+    assert started.action is Verdict.SKIP and started.job is None
     assert "became liquid-clustered" in started.reason and "liquid: keep" in started.reason
     assert ctx.decisions.read("events")[-1]["reason"] == started.reason
 
@@ -100,11 +100,11 @@ def test_a_table_that_becomes_liquid_as_the_local_job_starts_is_not_optimized(sp
 
     with ctx.queue.held():
         decided = tick(table, ctx, NOW)
-    assert decided.action is Action.DEFERRED, decided.reason
+    assert decided.action is Verdict.DEFERRED, decided.reason
     started = ctx.queue.dispatch(NOW).records["events"]
 
     operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()]
     assert operations[-1] == "CLUSTER BY", f"the job committed after the table became liquid: {operations}"
     assert keys(spark, path) == ["id"]
-    assert started.action is Action.SKIP, started.reason
+    assert started.action is Verdict.SKIP, started.reason
     assert "became liquid-clustered" in started.reason and "liquid: keep" in started.reason

@@ -78,10 +78,11 @@ def test_an_append_as_large_as_the_last_run_is_clustered_with_it(spark, tmp_path
 def test_the_reason_names_the_unions_layout_when_it_differs():
     """The record keeps the new data's reason (its layout); a union laid out otherwise must say so, or
     an operator reads the wrong layout for the job that ran."""
-    from optimizer.estimate.record import Decision, Verdict
+    from optimizer.estimate.record import Decision, NewData
+    from optimizer.verdict import Verdict
 
     def decision(net: float, layout: str | None) -> Decision:
-        return Decision("t", 3, Verdict.OPTIMIZE, "r", 1, 1, 1, net=net, layout=layout)
+        return Decision(NewData("t", 3, 1, 1, 1), Verdict.OPTIMIZE, "r", net=net, layout=layout)
 
     differs = taken_reason(
         "1 earlier run(s)", decision(5.0, "p_brand alone"), decision(9.0, "p_brand, s_nationkey alone")

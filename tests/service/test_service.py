@@ -22,13 +22,14 @@ from optimizer.config import DatabricksSettings, ExecutionSettings, SparkSetting
 from optimizer.errors import ConfigError, JobSubmissionError
 from optimizer.features import FeatureSet, ZFeature
 from optimizer.service.executors import DatabricksExecutor, OptimizeRequest, choose_executor
-from optimizer.service.record import Action
 from optimizer.service.state import RunInProgress
 from optimizer.table.access import Commit
+from optimizer.verdict import Verdict
 from querylog.records import ScanRecord
 from querylog.store import QueryLogTable
 from tests.clusters.servers import JsonHandler
 from tests.golden import check_golden, json_shape, masked
+from tests.templates import copy_of
 
 NOW = datetime(2024, 6, 1, 12, tzinfo=UTC)
 CHEAP = CostModel(overhead=1.0, base=10.0, per_z=1.0, per_sop=1.0, per_additional=0.1)
@@ -83,6 +84,13 @@ def log_queries(path: str, count: int = 60, now: datetime = NOW, filters: bool =
     QueryLogTable(path).append(records)
 
 
+def _events_and_queries(spark, root: Path) -> None:  # type: ignore[no-untyped-def]
+    """The `service` fixture's tables, built once per run (`tests.templates`): `events` (20000 rows in 6
+    files) and its query log (60 queries)."""
+    make_table(spark, str(root / "events"))
+    log_queries(str(root / "events_querylog"))
+
+
 @pytest.fixture
 def service(spark, tmp_path):
     """A context on the shared SparkSession for one table `events`."""
@@ -91,8 +99,7 @@ def service(spark, tmp_path):
 
     table_path = str(tmp_path / "events")
     write_config(tmp_path, [{"name": "events", "path": table_path, "interval": 5}])
-    make_table(spark, table_path)
-    log_queries(table_path + "_querylog")
+    copy_of("service-events", tmp_path, lambda root: _events_and_queries(spark, root))
     config = load_config(tmp_path / "deltaopt.yaml")
     return context(config, spark=lambda: spark), table_path, tmp_path
 
@@ -104,7 +111,7 @@ def test_tick_decides_optimises_and_records(service):
 
     ctx, table_path, tmp_path = service
     typed = tick(ctx.config.tables[0], ctx, NOW)
-    assert typed.action is Action.OPTIMIZE, typed.reason
+    assert typed.action is Verdict.OPTIMIZE, typed.reason
     assert typed.job is not None and typed.job.outcome is not None and typed.job.outcome.files_in == 6
     assert typed.features["z"] == ["x"] and typed.decision is not None and typed.decision.optimize
     record = typed.as_dict()  # what the decision log holds

@@ -55,7 +55,7 @@ TS_STAT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d\d:\d\d)$"
 @pytest.fixture
 def delta_spark(spark):
     """The shared session, which must have Delta's engine: the tables are made and rewritten through it."""
-    from optimizer.table.committer import commit_engine
+    from optimizer.table.rewrite_path import commit_engine
 
     if commit_engine(spark) != "delta-spark":
         pytest.fail("the test session has no Delta engine: `make install` caches the jars (optimizer.delta_jars)")
@@ -124,8 +124,16 @@ def _latest_stats(path: str) -> list[dict]:
     return [json.loads(a["add"]["stats"]) for a in actions if "add" in a and a["add"].get("stats")]
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("zone", ["Asia/Kolkata", "America/Los_Angeles"])
+# Each zone and each variant runs by default (a zone east and west of UTC, each once); every pairing under
+# `make test-slow`.
+_EVERY_PAIRING = [(zone, variant) for zone in ("Asia/Kolkata", "America/Los_Angeles") for variant in sorted(VARIANTS)]
+_DEFAULT = {("Asia/Kolkata", "extended"), ("America/Los_Angeles", "delta-stats")}
+
+
+@pytest.mark.parametrize(
+    ("zone", "variant"),
+    [pytest.param(z, v, marks=() if (z, v) in _DEFAULT else pytest.mark.slow) for z, v in _EVERY_PAIRING],
+)
 def test_readers_keep_every_matching_file_after_a_rewrite_in_a_non_utc_session(
     delta_spark, tmp_path: Path, zone: str, variant: str
 ):

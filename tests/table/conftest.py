@@ -8,7 +8,7 @@ import pytest
 @pytest.fixture
 def delta_spark(spark):
     """The shared session, which must have Delta's engine: these tests commit through it."""
-    from optimizer.table.committer import commit_engine
+    from optimizer.table.rewrite_path import commit_engine
 
     if commit_engine(spark) != "delta-spark":
         pytest.fail("the test session has no Delta engine: `make install` caches the jars (optimizer.delta_jars)")

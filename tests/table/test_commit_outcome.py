@@ -20,9 +20,9 @@ from optimizer.clustering.job import optimize
 from optimizer.features import FeatureSet
 from optimizer.table import open_table
 from optimizer.table.access import commit_of_run
-from optimizer.table.committer import RewriteRequest, committer_for
 from optimizer.table.fingerprint import fingerprint
-from optimizer.table.rewrite import outcome_after_failure
+from optimizer.table.rewrite import RewriteRequest, outcome_after_failure
+from optimizer.table.rewrite_path import committer_for
 
 pytestmark = pytest.mark.spark
 
@@ -220,7 +220,7 @@ def test_a_delta_rs_commit_that_landed_but_reported_a_conflict_is_the_runs_commi
     from deltalake import DeltaTable
     from deltalake.exceptions import CommitFailedError
 
-    from optimizer.table.committer import DeltaRsCommitter
+    from optimizer.table.deltars_commit import DeltaRsCommitter
 
     spark, path = delta_spark, str(tmp_path / "lost-response")
     _table(spark, path)
@@ -254,7 +254,7 @@ def test_a_delta_rs_retry_whose_table_read_fails_deletes_only_unlanded_files(del
     names the table, instead of escaping raw and leaving the files behind."""
     from deltalake import DeltaTable
 
-    from optimizer.table.committer import DeltaRsCommitter
+    from optimizer.table.deltars_commit import DeltaRsCommitter
 
     spark, path = delta_spark, str(tmp_path / "rs-retry-read")
     _table(spark, path)
@@ -330,7 +330,7 @@ def test_a_delta_rs_commit_error_the_log_does_not_show_keeps_every_file(delta_sp
     (VACUUM removes them if it never lands), nothing is retried or deleted."""
     from deltalake import DeltaTable
 
-    from optimizer.table.committer import DeltaRsCommitter
+    from optimizer.table.deltars_commit import DeltaRsCommitter
 
     spark, path = delta_spark, str(tmp_path / "timed-out")
     _table(spark, path)
@@ -358,7 +358,7 @@ def test_a_delta_rs_commit_landing_after_the_outcome_read_is_the_runs_commit(del
     from deltalake import DeltaTable
     from deltalake.exceptions import CommitFailedError
 
-    from optimizer.table.committer import DeltaRsCommitter
+    from optimizer.table.deltars_commit import DeltaRsCommitter
 
     spark, path = delta_spark, str(tmp_path / "late-landing")
     _table(spark, path)

@@ -14,8 +14,10 @@ import pytest
 
 from optimizer import errors
 from optimizer.table import open_table
-from optimizer.table.committer import DeltaRsCommitter, RewriteRequest, committer_for
+from optimizer.table.deltars_commit import DeltaRsCommitter
 from optimizer.table.fingerprint import fingerprint
+from optimizer.table.rewrite import RewriteRequest
+from optimizer.table.rewrite_path import committer_for
 
 pytestmark = pytest.mark.spark
 
@@ -154,7 +156,7 @@ def test_delta_never_commits_a_z_order_on_a_table_clustered_during_the_rewrite(d
 
 
 def test_a_delta_rs_append_refuses_files_staged_for_a_table_that_changed_shape(delta_spark, tmp_path: Path):
-    """`DeltaRsTable.append` commits files staged for `snapshot` at the latest version, where delta-rs's own
+    """`DeltaTableHandle.append` commits files staged for `snapshot` at the latest version, where delta-rs's own
     conflict checker starts. A column dropped and added again under column mapping in between gets a new
     physical name: committed anyway, the appended rows' values of it would read as NULL."""
     spark, path = delta_spark, str(tmp_path / "append")

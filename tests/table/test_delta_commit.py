@@ -16,8 +16,10 @@ import pytest
 
 from optimizer import errors
 from optimizer.table import open_table
-from optimizer.table.committer import DeltaRsCommitter, RewriteRequest, commit_engine, committer_for
+from optimizer.table.deltars_commit import DeltaRsCommitter
 from optimizer.table.fingerprint import fingerprint
+from optimizer.table.rewrite import RewriteRequest
+from optimizer.table.rewrite_path import commit_engine, committer_for
 from tests.table.test_table_access import sample_frame
 
 pytestmark = pytest.mark.spark
@@ -246,7 +248,8 @@ KILLED_JOB = textwrap.dedent(
     from optimizer.config import SparkSettings
     from optimizer.runtime import build_session
     from optimizer.table import open_table
-    from optimizer.table.committer import RewriteRequest, committer_for
+    from optimizer.table.rewrite import RewriteRequest
+    from optimizer.table.rewrite_path import committer_for
 
     spark = build_session(SparkSettings(master="local[1]", shuffle_partitions=2))
     table = open_table(sys.argv[1])

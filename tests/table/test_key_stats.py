@@ -109,7 +109,7 @@ def test_the_delta_rs_committer_sets_properties_in_one_commit(tmp_path):
     from deltalake import write_deltalake
 
     from optimizer.table import open_table
-    from optimizer.table.committer import DeltaRsCommitter
+    from optimizer.table.deltars_commit import DeltaRsCommitter
 
     path = str(tmp_path / "t")
     write_deltalake(path, pa.table({f"c{i}": list(range(10)) for i in range(WIDE)}))

@@ -25,7 +25,7 @@ from optimizer import errors
 from optimizer.clustering.job import optimize
 from optimizer.features import FeatureSet
 from optimizer.table import open_table
-from optimizer.table.committer import COMMIT_CONF
+from optimizer.table.rewrite import COMMIT_CONF
 from tests.session_conf import session_conf as conf
 
 pytestmark = pytest.mark.spark

@@ -15,9 +15,10 @@ import pytest
 
 from optimizer import errors
 from optimizer.table import open_table
-from optimizer.table.committer import RewriteRequest, committer_for
 from optimizer.table.fingerprint import fingerprint
 from optimizer.table.protocol import check_rewritable, table_features
+from optimizer.table.rewrite import RewriteRequest
+from optimizer.table.rewrite_path import committer_for
 from tests.table.test_table_features import _make, _optimize_checked
 
 pytestmark = pytest.mark.spark

@@ -13,8 +13,8 @@ from optimizer import errors
 from optimizer.clustering.job import optimize
 from optimizer.features import FeatureSet
 from optimizer.table import open_table
-from optimizer.table.committer import COMMIT_CONF
 from optimizer.table.fingerprint import fingerprint
+from optimizer.table.rewrite import COMMIT_CONF
 
 pytestmark = pytest.mark.spark
 
@@ -337,9 +337,9 @@ def test_the_service_ticks_and_optimises_a_databricks_default_table(delta_spark,
     column mapping, row tracking and in-commit timestamps, after a DELETE and a RENAME: it optimises
     with logical names throughout, rows and row ids unchanged."""
     from optimizer.config import load_config
-    from optimizer.service.record import Action
     from optimizer.service.service import context
     from optimizer.service.tick import tick
+    from optimizer.verdict import Verdict
     from tests.service.test_service import NOW, log_queries, write_config
 
     spark, path = delta_spark, str(tmp_path / "events")
@@ -359,7 +359,7 @@ def test_the_service_ticks_and_optimises_a_databricks_default_table(delta_spark,
     ctx = context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark)
     typed = tick(ctx.config.tables[0], ctx, NOW)
 
-    assert typed.action is Action.OPTIMIZE, typed.reason
+    assert typed.action is Verdict.OPTIMIZE, typed.reason
     assert typed.features["z"] == ["x"]
     assert typed.job is not None and typed.job.outcome is not None
     assert _state(spark, path, True) == (before_rows, before_ids)
@@ -368,9 +368,9 @@ def test_the_service_ticks_and_optimises_a_databricks_default_table(delta_spark,
 
 def test_the_service_skips_a_liquid_table_before_any_estimate(delta_spark, tmp_path: Path):
     from optimizer.config import load_config
-    from optimizer.service.record import Action
     from optimizer.service.service import context
     from optimizer.service.tick import tick
+    from optimizer.verdict import Verdict
     from tests.service.test_service import NOW, log_queries, write_config
 
     spark, path = delta_spark, str(tmp_path / "events")
@@ -382,6 +382,6 @@ def test_the_service_skips_a_liquid_table_before_any_estimate(delta_spark, tmp_p
 
     typed = tick(ctx.config.tables[0], ctx, NOW)
 
-    assert typed.action is Action.SKIP
+    assert typed.action is Verdict.SKIP
     assert "liquid-clustered" in typed.reason and typed.decision is None
     assert open_table(path).history(0)[-1].operation != "OPTIMIZE"

@@ -19,8 +19,8 @@ import pytest
 from optimizer.clustering.job import optimize
 from optimizer.features import FeatureSet
 from optimizer.table import open_table
-from optimizer.table.committer import COMMIT_CONF
 from optimizer.table.fingerprint import fingerprint
+from optimizer.table.rewrite import COMMIT_CONF
 
 pytestmark = pytest.mark.spark
 
@@ -126,9 +126,9 @@ def test_footers_of_a_clone_are_read_where_the_log_points(delta_spark, tmp_path:
     ],
 )
 def test_absolute_log_paths_are_not_joined_onto_the_table(path: str, uri: str, spark_uri: str | None):
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.handle import DeltaTableHandle
 
-    table = DeltaRsTable("/t")
+    table = DeltaTableHandle("/t")
     assert table.file_uri(path) == uri
     assert table.spark_uri(path) == (spark_uri or uri)
 
@@ -137,10 +137,10 @@ def test_log_paths_resolve_to_their_storage_location(tmp_path: Path):
     """Relative paths under the table, absolute ones where they point; both URL-decoded."""
     import pyarrow.fs as pafs
 
-    from optimizer.table.deltars import DeltaRsTable
+    from optimizer.table.handle import DeltaTableHandle
     from optimizer.table.paths import open_location
 
-    table = DeltaRsTable(str(tmp_path / "t"))
+    table = DeltaTableHandle(str(tmp_path / "t"))
     fs, path = open_location(table, "k=a%20b/part-0.parquet")
     assert isinstance(fs, pafs.LocalFileSystem) and path == f"{tmp_path}/t/k=a b/part-0.parquet"
     for absolute in ("file:/src/a%2525/x.parquet", "file:///src/a%2525/x.parquet"):

@@ -26,6 +26,7 @@ from optimizer.table.deltars_log import commit_entry, data_files, rewrite_spelli
 from optimizer.table.footer_stats import FOOTER_ROWS, footer_indices, footer_stats
 from optimizer.table.paths import hadoop_uri, is_absolute
 from optimizer.table.reading import read_rows
+from optimizer.table.rewrite_path import writes_through_delta
 from optimizer.table.staging import (
     DIRECTORY_TIME_ZONE,
     absolute_local,
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REWRITE_ATTEMPTS", "DeltaRsTable"]
+__all__ = ["REWRITE_ATTEMPTS", "DeltaTableHandle"]
 
 
 def _is_uri(path: str) -> bool:
@@ -51,7 +52,7 @@ def _is_uri(path: str) -> bool:
     return is_absolute(path)
 
 
-class DeltaRsTable:
+class DeltaTableHandle:
     """A Delta table at `uri` (a local path or a URI delta-rs and Spark can both reach)."""
 
     def __init__(self, uri: str, storage_options: Mapping[str, str] | None = None) -> None:
@@ -59,7 +60,7 @@ class DeltaRsTable:
         self.storage_options = dict(storage_options or {})
 
     def __repr__(self) -> str:
-        return f"DeltaRsTable({self.uri!r})"
+        return f"DeltaTableHandle({self.uri!r})"
 
     # ---- reading -------------------------------------------------------------------------------
 
@@ -149,7 +150,7 @@ class DeltaRsTable:
         """
         schema = snapshot.spark_schema()
         kept = rewrite_spellings(lambda: self._open(snapshot.version), replacing, snapshot, session_zone(spark))
-        if snapshot.features.needs_delta_writer:  # physical names, materialised row tracking: Delta writes
+        if writes_through_delta(snapshot.features):  # physical names, materialised row tracking: Delta writes
             return stage_with_delta(
                 spark,
                 self,
@@ -207,7 +208,7 @@ class DeltaRsTable:
         columns they bound; a footer whose row count disagrees with the rows read fails the write."""
         from_footers = footer_indices(columns)
         uris = [self.spark_uri(p) for p in listed]
-        aggregated = collect_file_stats(spark, uris, stored, columns, extra_aggregates, skip=from_footers)
+        aggregated = collect_file_stats(spark, uris, stored, columns, extra=extra_aggregates, skip=from_footers)
         fs, root = self.filesystem()
         footers = footer_stats(fs, root, listed, columns, from_footers)
         rows = {}
