@@ -233,14 +233,6 @@ def _start(settings: SparkSettings, mode: Mode, conf: dict[str, str]) -> SparkSe
         raise SparkRuntimeError(f"cannot start or reach Spark at {target}: {err}") from err
 
 
-def delta_jvm_available(spark: SparkSession) -> bool | None:
-    """Whether the Delta engine's classes load in the driver JVM (through the class loader that sees
-    ``spark.jars``); None under Spark Connect, which has no JVM gateway."""
-    from optimizer.table.rewrite_path import Capabilities
-
-    return Capabilities.of_session(spark).delta_in_jvm
-
-
 def runtime_info(spark: SparkSession, settings: SparkSettings | None = None) -> RuntimeInfo:
     settings = settings or SparkSettings()
     mode = session_mode(settings)

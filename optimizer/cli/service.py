@@ -46,9 +46,8 @@ def _print_decision(name: str, decision: Decision) -> None:
     )
     older = decision.outside_window
     if older is not None and older.count:
-        first = older.first.isoformat() if older.first else None
-        last = older.last.isoformat() if older.last else None
-        print(f"  outside the workload window: {older.count} logged scans ({first} .. {last})")
+        o = older.as_dict()
+        print(f"  outside the workload window: {o['count']} logged scans ({o['first']} .. {o['last']})")
     if decision.cost and decision.benefit:
         print(f"  cost: {decision.cost.seconds:.1f} cluster-s ({decision.cost.terms})")
         _print_benefit(decision.benefit)

@@ -97,17 +97,18 @@ def optimize_with_delta(
     run.progress(summary)
     if version is not None:
         _record_delta_files(table, done.versions, run.run_id, _applied(features, done))
-    return _result(opened, features, done, version, run_id=run.run_id, seconds=time.perf_counter() - started)
+    return _result(opened, done, version, features=features, summary=summary, run_id=run.run_id, started=started)
 
 
 def _result(
     opened: OpenedPath,
-    features: FeatureSet,
     done: DeltaCommandResult,
     version: int | None,
     *,
+    features: FeatureSet,
+    summary: str,
     run_id: str,
-    seconds: float,
+    started: float,
 ) -> OptimizeResult:
     """The run's result as deltaopt's own runs report it (rows: Delta's OPTIMIZE reports files, not rows)."""
     liquid = done.liquid
@@ -123,10 +124,10 @@ def _result(
         sop_partitions=0,
         dimensions=() if liquid is not None and liquid.mode == "suggest" else tuple(done.keys),  # nothing laid out
         features=features.as_dict(),
-        seconds={"total": round(seconds, 3)},
+        seconds={"total": round(time.perf_counter() - started, 3)},
         output={
             "writer": "delta",
-            "clustering": done.describe(),
+            "clustering": summary,
             "not_applied": done.not_applied,
             "engine": done.engine,
             **({"liquid": liquid.as_dict()} if liquid is not None else {}),

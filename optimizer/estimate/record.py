@@ -187,10 +187,6 @@ class Decision:
     def outside_window(self) -> OlderRecords | None:
         return self.new.outside_window
 
-    @property
-    def output(self) -> OutputSettings | None:
-        return self.new.output
-
     def as_dict(self) -> dict[str, Any]:
         """The record's JSON object: every key, in the order earlier versions wrote them."""
         new = self.new

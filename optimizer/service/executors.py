@@ -110,9 +110,6 @@ class Executor(Protocol):
     name: str
     capabilities: Capabilities  # what the job's session can do (predicted): which rewrite path it takes
 
-    @property
-    def sql_only(self) -> bool: ...  # the job is Delta's own OPTIMIZE driven by SQL: only plain-column Z apply
-
     def run(self, request: OptimizeRequest) -> JobOutcome: ...
 
 
@@ -125,10 +122,6 @@ class SparkExecutor:
         self.name = name
         self._session = session
         self.capabilities = capabilities or Capabilities(session=True, jvm=True, delta=None)
-
-    @property
-    def sql_only(self) -> bool:
-        return self.capabilities.sql_only
 
     def _keys(self, table: TableAccess) -> Callable[[], Sequence[str] | None]:
         """The table's clustering keys, read with this executor's session when a refusal names them."""
@@ -224,10 +217,6 @@ class ConnectExecutor:
         self.commit = commit
         self.capabilities = Capabilities.connect(commit)
 
-    @property
-    def sql_only(self) -> bool:
-        return self.capabilities.sql_only
-
     def run(self, request: OptimizeRequest) -> JobOutcome:
         import subprocess
         import sys
@@ -271,7 +260,7 @@ class DatabricksExecutor:
     (Jobs API 2.1) and waits for it to finish: an existing cluster (configured, else the one that wrote
     the data), a new job cluster (optionally under a policy), or serverless. On classic compute the job
     is deltaopt's own, committed by the cluster's Delta; serverless has no JVM access, so there it is
-    Delta's OPTIMIZE ZORDER BY (`sql_only`)."""
+    Delta's OPTIMIZE ZORDER BY (`capabilities.sql_only`)."""
 
     name = "databricks"
 
@@ -297,10 +286,6 @@ class DatabricksExecutor:
         self.capabilities = Capabilities.databricks(settings.serverless)
         self.host = host.rstrip("/")
         self._token = token
-
-    @property
-    def sql_only(self) -> bool:
-        return self.capabilities.sql_only
 
     def request_body(self, request: OptimizeRequest) -> dict[str, Any]:
         settings, wheel = self.settings, self.settings.python_wheel

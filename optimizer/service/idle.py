@@ -91,13 +91,6 @@ def verdict_key(table: TableSettings, config: Config, cost_model: CostModel, ver
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def reusable(state_key: str | None, state_at: str, key: str, now: datetime) -> bool:
-    """Whether the verdict stored with `state_key` at `state_at` stands for `key` at `now`."""
-    if state_key is None or state_key != key or not state_at:
-        return False
-    return now - datetime.fromisoformat(state_at) < REFRESH
-
-
 def standing(state: TableState, key: str, now: datetime, waiting_key: str | None) -> LastVerdict | None:
     """The stored verdict, if a tick whose inputs make `key` may repeat it at `now`: no run in progress,
     and a verdict that queued a job only while the fleet queue still holds that job (`waiting_key`: the
@@ -107,7 +100,8 @@ def standing(state: TableState, key: str, now: datetime, waiting_key: str | None
         return None
     if last.action is Verdict.DEFERRED and waiting_key != key:
         return None
-    return last if reusable(last.key, last.at, key, now) else None
+    fresh = last.key == key and bool(last.at) and now - datetime.fromisoformat(last.at) < REFRESH
+    return last if fresh else None
 
 
 def repeated_reason(last: LastVerdict, versions: Versions) -> str:

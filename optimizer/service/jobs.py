@@ -43,7 +43,8 @@ def job_for(table: TableSettings, ctx: ServiceContext, commits: list[Commit]) ->
 
 
 def sql_only(job: Job) -> bool:
-    return not isinstance(job, JobSubmissionError) and job[0].sql_only
+    """Whether the job runs as Delta's own OPTIMIZE driven by SQL (only plain-column Z features apply)."""
+    return not isinstance(job, JobSubmissionError) and job[0].capabilities.sql_only
 
 
 @dataclass

@@ -272,9 +272,11 @@ def open_path(
     committer = _engine_committer(spark, table, engine) if engine != "delta-sql" else None
     if committer is not None:
         committer.commit_safety()
+    latest = None  # the writers' check reads the latest snapshot; read once where the path is chosen on it
+    if snapshot is None:
+        snapshot = latest = table.snapshot()
     if engine == "delta-rs" and capabilities.forced != "delta-rs":
-        check_delta_rs_allowed(table)
-    snapshot = snapshot or table.snapshot()
+        check_delta_rs_allowed(table, latest)
     path = choose_path(capabilities, snapshot.features, liquid=liquid, uri=table.uri, version=snapshot.version)
     if path.by_delta or committer is None:
         assert spark is not None  # a session is what Delta's commands run in

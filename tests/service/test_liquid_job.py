@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from optimizer.service.executors import JobOutcome, OptimizeRequest, SparkExecutor, optimize_command
+from optimizer.table.rewrite_path import Capabilities
 from optimizer.verdict import Verdict
 from tests.service.test_service import NOW, log_queries, write_config
 
@@ -23,7 +24,7 @@ class RemoteStandIn:
     """What `ConnectExecutor` and `DatabricksExecutor` start on the cluster: the CLI's optimize."""
 
     name = "remote"
-    sql_only = False
+    capabilities = Capabilities(session=True, jvm=True, delta=None)  # a local session: not SQL only
 
     def run(self, request: OptimizeRequest) -> JobOutcome:
         from optimizer.cli.main import main
@@ -72,7 +73,7 @@ class BecomesLiquidAsItStarts:
     before the executor reads the table (the race the check as the job starts cannot close)."""
 
     name = "local"
-    sql_only = False
+    capabilities = Capabilities(session=True, jvm=True, delta=None)  # a local session: not SQL only
 
     def __init__(self, spark, path: str) -> None:
         self.spark, self.path = spark, path

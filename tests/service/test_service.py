@@ -310,7 +310,7 @@ def test_databricks_compute_choices_in_the_submitted_run():
         finally:
             for key in environ:
                 del os.environ[key]
-        return {"why": why, "sql_only": executor.sql_only, **executor.request_body(request)}
+        return {"why": why, "sql_only": executor.capabilities.sql_only, **executor.request_body(request)}
 
     existing = body(existing_cluster_id="0101-ops")
     assert existing["tasks"][0]["existing_cluster_id"] == "0101-ops" and "cluster 0101-ops" in existing["why"]
