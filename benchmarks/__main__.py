@@ -18,6 +18,7 @@ BENCHMARKS = {
     "overhead": "benchmarks.overhead_bench",
     "tpcds": "benchmarks.tpcds_bench",
     "star": "benchmarks.star_bench",
+    "star-import": "benchmarks.star_import",
     "bloom": "benchmarks.bloom_bench",
     "star-flow": "benchmarks.star_flow",
     "idle": "benchmarks.idle_bench",

@@ -171,6 +171,12 @@ class TableSettings(StrictModel):
     table_id: str | None = Field(None, description="identity used in query-log rows; default: name")
     interval: Duration = Field(300, gt=0, description="seconds between ticks")
     paused: bool = False
+    join_role: Literal["fact", "dimension"] | None = Field(
+        None,
+        description="how join derivation reads this table as a source: fact (never, unless "
+        "--derive-through-facts) or dimension (always); default: a fact where its Delta statistics prove "
+        "the join column repeats a key, else a dimension",
+    )
     dry_run: bool | None = Field(None, description="override service.dry_run for this table")
     liquid: LiquidMode | None = Field(None, description="override service.liquid for this table")
     thresholds: Thresholds = Field(default_factory=Thresholds)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
@@ -66,11 +67,22 @@ class SqlContext:
     identity: Callable[[exp.Table], str] = table_identity
     watched: Collection[str] | None = None
     aliases: Mapping[str, str] = field(default_factory=dict)  # name in SQL -> log identity
-    derive: Derive | None = None  # join-derived filters for watched scans (None: none derived)
+    derive: Derive | None = None  # join-derived filters for the targets' scans (None: none derived)
+    targets: Collection[str] | None = None  # identities whose scans get derived filters (None: the watched)
 
     def resolve(self, table: exp.Table) -> str:
         name = self.identity(table)
         return self.aliases.get(name, name)
+
+    def derive_for(self, table_id: str) -> Derive | None:
+        """The deriver for a scan of `table_id`: derivation costs Spark passes over the joined tables,
+        spent only for the tables whose layout uses the filters (the targets); other scans are logged
+        without derived filters, their tables serving only as sources."""
+        if self.targets is None:
+            chosen = self.watched is None or table_id in self.watched
+        else:
+            chosen = table_id in self.targets
+        return self.derive if chosen else None
 
     def templates(self) -> StatementTemplates:
         """A statement-template memo of this context's `scan_filters` (for `capture_sql`'s `scans`)."""
@@ -171,7 +183,7 @@ def capture_sql(
     records = []
     truncated = bool(result.dropped)
     for s in watched:
-        derived = derived_filters(s, result.scans, context.derive)
+        derived = derived_filters(s, result.scans, context.derive_for(s.table))
         every = {*s.filters, *(d.filter for d in derived)}
         filters = bound_filters(every)
         truncated |= len(filters) < len(every)
@@ -207,8 +219,9 @@ def prefetch_derived(
     """Ask the context's deriver, up front and together, for every join-derived filter `statements`
     (SQL) and `plans` ((table, joins) of plan scans) will need, so that one that batches (a ``batch()``
     context manager, as `optimizer.joins.JoinDeriver` has) evaluates all the filters waiting on one
-    dimension in one pass; the captures that follow then find them cached. Nothing happens with a
-    deriver that does not batch. Statements that do not parse are left to the capture to quarantine."""
+    dimension in one pass; the captures that follow then find them cached. Only the scans the capture
+    derives for are asked (watched targets, `SqlContext.derive_for`). Nothing happens with a deriver
+    that does not batch. Statements that do not parse are left to the capture to quarantine."""
     batch = getattr(context.derive, "batch", None)
     if batch is None or context.derive is None:
         return
@@ -218,46 +231,93 @@ def prefetch_derived(
             parsed.append(scans(sql) if scans is not None else scan_filters(sql, context.schema, context.resolve))
         except PredicateError:
             continue
-    joined = [TableScan(t, t, (), (), tuple(joins)) for t, joins in plans if joins]
+    targeted = [(t, joins) for t, joins in plans if joins and context.derive_for(t) is not None]
+    joined = [TableScan(t, t, (), (), tuple(joins)) for t, joins in targeted]
     for _ in range(CHAIN_ROUNDS):
         with batch():
             for result in parsed:
                 for s in result.scans:
                     if context.watched is None or s.table in context.watched:
-                        derived_filters(s, result.scans, context.derive)
+                        derived_filters(s, result.scans, context.derive_for(s.table))
             for scan in joined:
-                derived_filters(scan, (), context.derive)
+                derived_filters(scan, (), context.derive_for(scan.table))
+
+
+def pinned(context: SqlContext) -> AbstractContextManager[None]:
+    """The deriver's ``pinned()`` block when it has one (as `optimizer.joins.JoinDeriver` does), else
+    an empty one. An import (or a recorder's spill) holds it around its prefetch and the captures that
+    follow, so each source's snapshot is read once, and a commit to a source between the prefetch and
+    a capture cannot turn a prefetched filter into a miss evaluated on its own."""
+    pin = getattr(context.derive, "pinned", None)
+    return pin() if pin is not None else nullcontext()
 
 
 def derived_filters(scan: TableScan, scans: Sequence[TableScan], derive: Derive | None) -> tuple[DerivedFilter, ...]:
     """The join-derived filters of a scan that the query does not already state. A join with an
     unfiltered table that itself joins a filtered one (a snowflake chain: fact -> dimension -> outer
     dimension, one level) derives through it: the outer filter's keys first become a filter on the
-    middle table, whose keys then become the scan's filter."""
+    middle table, whose keys then become the scan's filter. A derivation never walks back through a
+    table already on its chain, starting with the scan's own (a self-join derives nothing: the scan
+    would pay a pass over its own table to describe itself)."""
     if derive is None:
         return ()
+    # `TableScan.table` and `JoinKey.other` are both the context's resolved identity (`attribute._join_keys`
+    # and the plan paths name both sides with one identity function), so they compare directly; the
+    # deriver's locations also catch another spelling of one table (`_chained`).
+    on_chain = _chain({scan.table}, derive)
     found: dict[str, DerivedFilter] = {}
     for key in scan.joins:
-        for derived in derive(key) if key.other_filters else derive_through(key, scan, scans, derive):
+        if _chained(key.other, on_chain, derive):
+            continue
+        direct = bool(key.other_filters)
+        for derived in derive(key) if direct else derive_through(key, scans, derive, on_chain=on_chain):
             if derived.filter not in scan.filters:
                 found.setdefault(derived.filter, derived)
     return tuple(found[k] for k in sorted(found))
 
 
 def derive_through(
-    key: JoinKey, scan: TableScan, scans: Sequence[TableScan], derive: Derive
+    key: JoinKey, scans: Sequence[TableScan], derive: Derive, *, on_chain: frozenset[str]
 ) -> tuple[DerivedFilter, ...]:
     """`key`'s derived filters when its table (the middle of a chain) is unfiltered: its own joins'
-    derived filters (not those back to `scan`'s table) stand for its filters. Nothing when the middle
-    table is scanned more than once (which scan joins which is then unknown) or derives nothing."""
+    derived filters (not those back to a table `on_chain`, nor to the middle itself) stand for its
+    filters. Nothing when the middle table is scanned more than once (which scan joins which is then
+    unknown), when the deriver will not evaluate the middle (its optional ``accepts``: a fact-side
+    source, or one it cannot locate or read; asked first, so a refused middle costs no pass on its
+    outer tables) or derives nothing."""
     middles = [s for s in scans if s.table == key.other]
     if len(middles) != 1:
         return ()
+    accepts = getattr(derive, "accepts", None)
+    if accepts is not None and not accepts(key):
+        return ()
     (middle,) = middles
+    chain = on_chain | _chain({middle.table}, derive)
     stated: set[str] = set()
     for outer in middle.joins:
-        if outer.other != scan.table and outer.other_filters:
+        if outer.other_filters and not _chained(outer.other, chain, derive):
             stated.update(d.filter for d in derive(outer))
     if not stated:
         return ()
     return derive(replace(key, other_filters=tuple(sorted(stated))))
+
+
+def _chain(tables: Collection[str], derive: Derive) -> frozenset[str]:
+    """`tables` (identities on a derivation's chain) with the locations the deriver reads for them (its
+    optional ``source_of``, as `optimizer.joins.JoinDeriver` has), so `_chained` knows a table under
+    any spelling the deriver takes for it."""
+    source_of = getattr(derive, "source_of", None)
+    located = {source_of(t) for t in tables} if source_of is not None else set()
+    return frozenset(tables) | {place for place in located if place is not None}
+
+
+def _chained(table: str, chain: frozenset[str], derive: Derive) -> bool:
+    """Whether `table` is on `chain`: the same identity, or a name the deriver would read from a table
+    on it (``default.lineorder`` or ``spark_catalog.default.lineorder`` for ``lineorder``, a path for a
+    name: it strips qualifiers and compares paths), where deriving would be a pass over the target or a
+    walk back along the chain."""
+    if table in chain:
+        return True
+    source_of = getattr(derive, "source_of", None)
+    place = source_of(table) if source_of is not None else None
+    return place is not None and place in chain

@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql, prefetch_derived
+from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql, pinned, prefetch_derived
 from querylog.durable import atomic_file
 from querylog.predicates.attribute import JoinKey
 from querylog.records import (
@@ -162,10 +162,11 @@ class Recorder:
                 self._sequence += 1
             statements = dict.fromkeys(i.sql for i in items if isinstance(i, _Statement))
             plans = [(i.table_id, i.joins) for i in items if isinstance(i, _Filters) and i.joins]
-            prefetch_derived(statements, self.context, self._templates, plans)  # joins derived in batches
             captured = Captured()
-            for item in items:
-                captured += self._capture(item)
+            with pinned(self.context):  # the sources' snapshots: one read for the spill's prefetch and captures
+                prefetch_derived(statements, self.context, self._templates, plans)  # joins derived in batches
+                for item in items:
+                    captured += self._capture(item)
             path = self.spill_dir / f"{self.recorder_id}-{sequence:012d}"
             _write_atomic(Path(f"{path}{SCANS_SUFFIX}"), _scans_table(captured))
             _write_atomic(Path(f"{path}{QUARANTINE_SUFFIX}"), _quarantine_table(captured))
@@ -191,7 +192,7 @@ class Recorder:
             query_id=item.query_id,
             metrics=item.metrics,
             joins=item.joins,
-            derive=self.context.derive,
+            derive=self.context.derive_for(item.table_id),
         )
 
     def flush(self) -> int:

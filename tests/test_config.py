@@ -91,6 +91,22 @@ def test_unknown_table_name():
         parse_config({"tables": [{"name": "t", "path": "/x"}]}).table("zzz")
 
 
+def test_a_table_join_role_is_fact_or_dimension_and_unset_by_default():
+    """How join derivation reads a table as a source (`optimizer.joins`): unset leaves it to the log's proof."""
+    tables = [
+        {"name": "a", "path": "/a"},
+        {"name": "f", "path": "/f", "join_role": "fact"},
+        {"name": "d", "path": "/d", "join_role": "dimension"},
+    ]
+    config = parse_config({"tables": tables})
+    assert [t.join_role for t in config.tables] == [None, "fact", "dimension"]
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"tables": [{"name": "t", "path": "/x", "join_role": "hub"}]}, source="cfg.yaml")
+    message = str(caught.value)
+    assert message.startswith("cfg.yaml: invalid configuration")
+    assert message.splitlines()[1:] == ["  tables[0].join_role: got 'hub'; Input should be 'fact' or 'dimension'"]
+
+
 @pytest.mark.parametrize(("text", "expected"), [("128MiB", 128 * 2**20), ("1GB", 10**9), (42, 42), ("2 kib", 2048)])
 def test_sizes(text, expected):
     assert parse_size(text) == expected

@@ -243,7 +243,18 @@ def _add_querylog(commands: Any) -> None:
             sub.add_argument(
                 "--derive-joins",
                 action="store_true",
-                help="record filters that joins imply on watched tables' keys (evaluates dimension filters on Spark)",
+                help=(
+                    "record filters that joins imply on the keys of the tables deltaopt optimises (listed, not "
+                    "paused; --log alone: the table beside the log), evaluating dimension filters on Spark"
+                ),
+            )
+            sub.add_argument(
+                "--derive-through-facts",
+                action="store_true",
+                help=(
+                    "also use a fact table as a join source for a dimension's scans; off by default: "
+                    "one pass over the fact per filter set version"
+                ),
             )
         else:
             sub.add_argument("--last", type=int, default=50)

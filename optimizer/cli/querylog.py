@@ -12,13 +12,17 @@ from optimizer.errors import DeltaOptError
 def _querylog_target(args: argparse.Namespace):
     """The log table and SQL context from --config/--table, or from --log alone, resolving with the
     schema sources of the configuration plus the command line's (and, with --derive-joins, deriving
-    join filters on Spark)."""
-    from optimizer.cli.querylog_context import catalog_for, sql_context
+    join filters on Spark for the tables deltaopt optimises: `querylog_context.derivation_context`)."""
+    from optimizer.cli.querylog_context import catalog_for, derivation_context, sql_context
     from optimizer.config import SchemaSettings, SparkSettings
     from optimizer.runtime import build_session
     from querylog.capture import SqlContext
     from querylog.store import QueryLogTable
 
+    derive = getattr(args, "derive_joins", False)
+    through_facts = getattr(args, "derive_through_facts", False)
+    if through_facts and not derive:
+        raise DeltaOptError("--derive-through-facts only changes join derivation: give --derive-joins too")
     if args.config:
         config, table = configured_table(args)
         log_table = QueryLogTable(args.log or table.query_log_path)
@@ -35,7 +39,6 @@ def _querylog_target(args: argparse.Namespace):
         locations=(*configured.locations, *getattr(args, "schema_location", [])),
         spark_catalog=configured.spark_catalog or getattr(args, "spark_catalog", False),
     )
-    derive = getattr(args, "derive_joins", False)
     spark = build_session(spark_settings) if sources.spark_catalog or derive else None
     catalog = catalog_for(watched, sources, spark)
     if config is not None:
@@ -44,11 +47,10 @@ def _querylog_target(args: argparse.Namespace):
         aliases = {n.lower(): n.lower() for n in watched} | {p.rstrip("/"): n.lower() for n, p in watched.items()}
         context = SqlContext(schema=catalog.schema or None, aliases=aliases)
     if derive and spark is not None:
-        from dataclasses import replace
-
-        from optimizer.joins import JoinDeriver
-
-        context = replace(context, derive=JoinDeriver(spark, catalog.locations))
+        located = next(iter(watched), None) if config is None else None  # --log alone: the table beside it
+        context = derivation_context(
+            context, spark, catalog, config=config, through_facts=through_facts, located=located
+        )
     return log_table, context
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql, prefetch_derived
+from querylog.capture import Captured, Metrics, SqlContext, capture_filters, capture_sql, pinned, prefetch_derived
 from querylog.errors import PredicateError
 from querylog.importers import ImportReport, commit_import
 from querylog.importers.eventlog_files import EventLogReading, event_lines
@@ -40,7 +40,9 @@ from querylog.importers.pushed_filters import (
     parse_read_schema,
     split_filter_list,
 )
+from querylog.predicates.attribute import JoinKey
 from querylog.predicates.normalize import canonical_conjuncts
+from querylog.predicates.templates import StatementTemplates
 from querylog.records import QuarantineRecord
 
 START = "SparkListenerSQLExecutionStart"
@@ -100,9 +102,30 @@ def _dimension_filters(node: Mapping[str, Any]) -> tuple[str, ...]:
         return ()
 
 
+def _target_joins(event: Mapping[str, Any], context: SqlContext) -> dict[int, list[JoinKey]]:
+    """The inner equi-joins of an execution's plan scans that get join-derived filters (by scan node
+    ``id``): only scans of the context's targets, and none read when the plan scans no target."""
+    if context.derive is None:
+        return {}
+    plan = event.get("sparkPlanInfo") or {}
+    identity = partial(scan_identity, context.aliases)
+    targets = {id(node) for node in scan_nodes(plan) if context.derive_for(identity(node)) is not None}
+    if not targets:
+        return {}
+    joins = plan_join_keys(plan, identity, _dimension_filters)
+    return {node: keys for node, keys in joins.items() if node in targets}
+
+
 def _capture_plan(
-    event: Mapping[str, Any], ts: datetime, context: SqlContext, location: str, metrics: Metrics
+    event: Mapping[str, Any],
+    ts: datetime,
+    context: SqlContext,
+    location: str,
+    metrics: Metrics,
+    *,
+    joins: Mapping[int, Sequence[JoinKey]] | None = None,
 ) -> Captured:
+    """The execution's scans from its plan; `joins` are its `_target_joins` when already read."""
     nodes = list(scan_nodes(event.get("sparkPlanInfo") or {}))
     if not nodes:
         return Captured(
@@ -118,8 +141,7 @@ def _capture_plan(
         )
     captured = Captured()
     query_id = f"{location}"
-    plan = event.get("sparkPlanInfo") or {}
-    joins = plan_join_keys(plan, partial(scan_identity, context.aliases), _dimension_filters) if context.derive else {}
+    joins = _target_joins(event, context) if joins is None else joins
     for node in nodes:
         table_id = scan_identity(context.aliases, node)
         if context.watched is not None and table_id not in context.watched:
@@ -141,7 +163,7 @@ def _capture_plan(
             metrics=metrics if len(nodes) == 1 else Metrics(),
             location=location,
             joins=joins.get(id(node), ()),
-            derive=context.derive,
+            derive=context.derive_for(table_id),
         )
     if not captured.scans and not captured.quarantined:
         captured += Captured(
@@ -185,9 +207,41 @@ def import_event_log(log_table: Any, path: str | Path, context: SqlContext = Sql
     reading = EventLogReading()
     now = datetime.now(UTC)
     starts, ends, captured = _executions(path, reading, now)
+    with pinned(context):  # the sources' snapshots: one read, the same for the prefetch and every capture
+        captured += _capture_executions(path, starts, ends, context, now=now)
+    warnings = list(reading.warnings)
+    if starts and not captured.scans:
+        reasons = sorted({q.reason for q in captured.quarantined})
+        warnings.append(
+            f"{len(starts)} SQL executions found but no scan captured"
+            + (f" (quarantined: {'; '.join(reasons[:3])})" if reasons else "")
+        )
+    if not starts and reading.decoded_bytes:
+        warnings.append(f"no SQL execution events in {reading.decoded_bytes:,} bytes: is it a Spark event log?")
+    return commit_import(
+        log_table, captured, reading.content_key, source=str(path), entries=len(starts), warnings=tuple(warnings)
+    )
+
+
+def _capture_executions(
+    path: Path,
+    starts: list[tuple[int, Mapping[str, Any]]],
+    ends: Mapping[Any, int],
+    context: SqlContext,
+    *,
+    now: datetime,
+) -> Captured:
+    """Every execution start captured, its SQL text when that gives a watched scan, else its plan. The
+    joins they need are derived first, in batches: the SQL texts' and the plan joins of the executions
+    captured from their plans, so a DataFrame query's keys (or those of a statement read through a
+    view) do not each cost a Spark pass of their own at capture."""
     memo = context.templates()
-    texts = (str(event.get("description") or "") for _, event in starts)
-    prefetch_derived(dict.fromkeys(t for t in texts if SQL_START.match(t)), context, memo)  # batched joins
+    texts = dict.fromkeys(str(event.get("description") or "") for _, event in starts)
+    by_text = {t: _gives_scans(t, context, memo) for t in texts if SQL_START.match(t)}
+    planned = {n: _target_joins(event, context) for n, event in starts if _from_plan(event, by_text)}
+    plans = [scan for n, event in starts if planned.get(n) for scan in _joined_scans(event, planned[n], context)]
+    prefetch_derived([t for t, gives in by_text.items() if gives], context, memo, plans)  # batched joins
+    captured = Captured()
     for number, event in starts:
         location = f"{path.name}:{number}"
         if "time" not in event or "executionId" not in event:
@@ -212,16 +266,30 @@ def import_event_log(log_table: Any, path: str | Path, context: SqlContext = Sql
             if result.scans:
                 captured += result
                 continue
-        captured += _capture_plan(event, ts, context, location, metrics)
-    warnings = list(reading.warnings)
-    if starts and not captured.scans:
-        reasons = sorted({q.reason for q in captured.quarantined})
-        warnings.append(
-            f"{len(starts)} SQL executions found but no scan captured"
-            + (f" (quarantined: {'; '.join(reasons[:3])})" if reasons else "")
-        )
-    if not starts and reading.decoded_bytes:
-        warnings.append(f"no SQL execution events in {reading.decoded_bytes:,} bytes: is it a Spark event log?")
-    return commit_import(
-        log_table, captured, reading.content_key, source=str(path), entries=len(starts), warnings=tuple(warnings)
-    )
+        captured += _capture_plan(event, ts, context, location, metrics, joins=planned.get(number))
+    return captured
+
+
+def _gives_scans(sql: str, context: SqlContext, memo: StatementTemplates) -> bool:
+    """Whether `capture_sql` captures scans from `sql`: it reads, and reads a watched table. A text that
+    does not (a view's name, a table under a name not watched) leaves the execution to its plan."""
+    try:
+        scans = memo(sql).scans
+    except PredicateError:
+        return False
+    return any(context.watched is None or s.table in context.watched for s in scans)
+
+
+def _from_plan(event: Mapping[str, Any], by_text: Mapping[str, bool]) -> bool:
+    """An execution that will be captured from its plan: complete, with no SQL text or a text that gives
+    no scan (`by_text`: `_gives_scans` of each SQL text)."""
+    complete = "time" in event and "executionId" in event
+    return complete and not by_text.get(str(event.get("description") or ""), False)
+
+
+def _joined_scans(
+    event: Mapping[str, Any], joins: Mapping[int, Sequence[JoinKey]], context: SqlContext
+) -> list[tuple[str, Sequence[JoinKey]]]:
+    """(table, joins) of the plan scans `joins` names (`_target_joins`), as `prefetch_derived` takes them."""
+    nodes = scan_nodes(event.get("sparkPlanInfo") or {})
+    return [(scan_identity(context.aliases, node), joins[id(node)]) for node in nodes if id(node) in joins]

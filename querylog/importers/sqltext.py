@@ -23,10 +23,11 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
-from querylog.capture import Captured, Metrics, SqlContext, capture_sql, prefetch_derived
+from querylog.capture import Captured, Metrics, SqlContext, capture_sql, pinned, prefetch_derived
 from querylog.errors import ImportSourceError
 from querylog.importers import ImportReport, commit_import, content_key
 from querylog.predicates.parse import DIALECT
+from querylog.predicates.templates import StatementTemplates
 from querylog.records import QuarantineRecord
 from querylog.store import QueryLogTable
 
@@ -124,14 +125,15 @@ def import_sql_file(
     statements = split_statements(text)
     cache: dict[str, Captured] = {}
     memo = context.templates() if templates else None
-    prefetch_derived(dict.fromkeys(s.text for s in statements), context, memo)  # joins derived in batches
-    for statement in statements:
-        location = f"{path.name}:{statement.line}"
-        result = cache.get(statement.text)
-        if result is None:
-            result = capture_sql(statement.text, when, "sqlfile", context, location=location, scans=memo)
-            cache[statement.text] = result
-        captured += _restamp(result, when, location)
+    with pinned(context):  # the sources' snapshots: one read, the same for the prefetch and every capture
+        prefetch_derived(dict.fromkeys(s.text for s in statements), context, memo)  # joins derived in batches
+        for statement in statements:
+            location = f"{path.name}:{statement.line}"
+            result = cache.get(statement.text)
+            if result is None:
+                result = capture_sql(statement.text, when, "sqlfile", context, location=location, scans=memo)
+                cache[statement.text] = result
+            captured += _restamp(result, when, location)
     return commit_import(log, captured, content_key(data), source=str(path), entries=len(statements))
 
 
@@ -233,13 +235,23 @@ def import_history(
     """Import a query-history export: one query per row with text and start time."""
     path = Path(path)
     data = _read_bytes(path)
+    memo = context.templates()
+    with pinned(context):  # the sources' snapshots: one read, the same for the prefetch and every capture
+        if context.derive is not None:  # joins derived in batches: every row's text first
+            texts = (_pick(_flatten(raw), columns.text, TEXT_COLUMNS) for raw in _rows(path, data))
+            prefetch_derived(dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()), context, memo)
+        captured, entries = _capture_history(path, data, context, columns=columns, memo=memo)
+    return commit_import(log, captured, content_key(data), source=str(path), entries=entries)
+
+
+def _capture_history(
+    path: Path, data: bytes, context: SqlContext, *, columns: HistoryColumns, memo: StatementTemplates
+) -> tuple[Captured, int]:
+    """Every row of a history export captured (a text seen before reissued from its capture), and
+    the number of rows."""
     captured = Captured()
     cache: dict[str, Captured] = {}
-    memo = context.templates()
     entries = 0
-    if context.derive is not None:  # joins derived in batches: every row's text first
-        texts = (_pick(_flatten(raw), columns.text, TEXT_COLUMNS) for raw in _rows(path, data))
-        prefetch_derived(dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()), context, memo)
     for number, raw in enumerate(_rows(path, data), start=1):
         entries += 1
         location = f"{path.name}:{number}"
@@ -271,7 +283,7 @@ def import_history(
             result = capture_sql(text, when, "history", context, location=location, scans=memo)
             cache[text] = result
         captured += _restamp(result, when, location, str(query_id) if query_id else None, metrics)
-    return commit_import(log, captured, content_key(data), source=str(path), entries=entries)
+    return captured, entries
 
 
 def _quarantine(location: str, reason: str, raw: str) -> Captured:

@@ -1,9 +1,9 @@
-"""Join-derived filters: the hand-computed key range or list, soundness for pruning, the log."""
+"""Join-derived filters: the key range, list or set one key derives, sound for pruning, through snowflake
+chains and self-joins, and captured through SqlContext into the log."""
 
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
@@ -16,28 +16,9 @@ from querylog.capture import SqlContext, capture_sql
 from querylog.predicates.attribute import JoinKey
 from querylog.records import DerivedFilter, ScanRecord, scans_to_arrow
 from querylog.store import QueryLogTable
+from tests.catalog.join_tables import TS, _date_dim, _snowflake, _write
 
 pytestmark = pytest.mark.spark
-TS = datetime(2024, 1, 1, tzinfo=UTC)
-
-
-def _date_dim(path, rng, shuffled=True):  # type: ignore[no-untyped-def]
-    """Keys 1..240, twelve months per year over 2000-2019, in a shuffled key order unless not `shuffled`."""
-    keys = list(range(1, 241))
-    if shuffled:
-        rng.shuffle(keys)
-    rows = [(k, 2000 + i // 12, i % 12 + 1) for i, k in enumerate(keys)]
-    write_deltalake(
-        str(path),
-        pa.table(
-            {
-                "d_date_sk": pa.array([r[0] for r in rows], pa.int64()),
-                "d_year": pa.array([r[1] for r in rows], pa.int32()),
-                "d_moy": pa.array([r[2] for r in rows], pa.int32()),
-            }
-        ),
-    )
-    return rows
 
 
 def test_a_range_when_many_keys_join_a_list_when_few(spark, tmp_path):
@@ -81,22 +62,6 @@ def test_the_analyser_takes_a_key_set_as_a_whole_predicate_not_comparison_points
     workload = summarize(records, TS, 3600.0)
     assert workload.z["k"].points == {"1", "2"} and workload.z["k"].scans == 1
     assert set(sop_candidates(workload, {"k"})) == {key_set}
-
-
-def test_one_aggregation_per_filter_and_table_version(spark, tmp_path):
-    _date_dim(tmp_path / "date_dim", random.Random(2))
-    deriver = JoinDeriver(spark, {"date_dim": str(tmp_path / "date_dim")})
-    key = JoinKey("ss_sold_date_sk", "date_dim", "d_date_sk", ("d_year = 2003",))
-    first = deriver(key)
-    assert deriver(key) == first and deriver.evaluated == 1
-    write_deltalake(
-        str(tmp_path / "date_dim"),
-        pa.table({"d_date_sk": pa.array([999], pa.int64()), "d_year": pa.array([2003], pa.int32()), "d_moy": [1]}),
-        mode="append",
-    )
-    assert deriver(key) != first and deriver.evaluated == 2  # a new version is evaluated again
-    small = JoinDeriver(spark, {"date_dim": str(tmp_path / "date_dim")}, max_rows=100)
-    assert small(key) == ()  # larger than a dimension may be: not evaluated
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -178,26 +143,6 @@ def test_the_analysis_says_which_features_stand_for_dimension_filters():
     }
 
 
-def _snowflake(path):  # type: ignore[no-untyped-def]
-    """nation and supplier tables: 30 suppliers spread over three nations."""
-    nations = {0: "FRANCE", 1: "GERMANY", 2: "PERU"}
-    suppliers = {s: (s * 7) % 3 for s in range(1, 31)}
-    write_deltalake(
-        str(path / "nation"),
-        pa.table({"n_nationkey": pa.array(list(nations), pa.int64()), "n_name": list(nations.values())}),
-    )
-    write_deltalake(
-        str(path / "supplier"),
-        pa.table(
-            {
-                "s_suppkey": pa.array(list(suppliers), pa.int64()),
-                "s_nationkey": pa.array(list(suppliers.values()), pa.int64()),
-            }
-        ),
-    )
-    return nations, suppliers
-
-
 def test_a_snowflake_chain_derives_through_its_unfiltered_middle_table(spark, tmp_path):
     """lineitem -> supplier -> nation: the nation filter becomes a filter on supplier's nation key,
     whose suppliers become the fact's key filter; a middle table scanned twice derives nothing."""
@@ -208,7 +153,8 @@ def test_a_snowflake_chain_derives_through_its_unfiltered_middle_table(spark, tm
         "nation": {"n_nationkey": "bigint", "n_name": "string"},
     }
     locations = {name: str(tmp_path / name) for name in ("nation", "supplier")}
-    context = SqlContext(schema=schema, watched={"lineitem"}, derive=JoinDeriver(spark, locations))
+    deriver = JoinDeriver(spark, locations)
+    context = SqlContext(schema=schema, watched={"lineitem"}, targets={"lineitem"}, derive=deriver)
     chain = (
         "SELECT SUM(l_price) FROM lineitem JOIN supplier ON l_suppkey = s_suppkey "
         "JOIN nation ON s_nationkey = n_nationkey WHERE n_name = 'GERMANY'"
@@ -217,6 +163,7 @@ def test_a_snowflake_chain_derives_through_its_unfiltered_middle_table(spark, tm
     german = sorted(s for s, n in suppliers.items() if n == 1)
     assert f"l_suppkey IN ({', '.join(map(str, german))})" in {d.filter for d in scan.derived}
     assert {d.via for d in scan.derived} == {"supplier.s_suppkey WHERE s_nationkey = 1"}
+    assert set(deriver.passes) == {"nation", "supplier"} and not deriver.refused  # unique keys: dimensions
     twice = chain.replace("WHERE", "JOIN supplier s2 ON s2.s_suppkey = l_suppkey WHERE")
     assert capture_sql(twice, TS, "t", context).scans[0].derived == ()
     outer = chain.replace("JOIN nation", "LEFT JOIN nation").replace("WHERE n_name = 'GERMANY'", "")
@@ -235,81 +182,13 @@ def test_a_dimension_named_by_its_path_derives_under_its_catalog_name(spark, tmp
     assert deriver(JoinKey("k", f"{tmp_path}/DATE_DIM", "d_date_sk", ("d_year = 2003",))) == ()
 
 
-def test_a_batch_derives_what_one_key_at_a_time_does_in_one_pass_per_dimension(spark, tmp_path):
-    """Every filter waiting on a dimension in one Spark pass (the import's and the recorder's way): the
-    same derived filters as the key-by-key path, for lists, ranges, key sets, nothing joining, NULL
-    filters, a filter the dimension cannot evaluate, and a snowflake chain (a second round)."""
-    from querylog.capture import prefetch_derived
-
-    rows = _date_dim(tmp_path / "date_dim", random.Random(7))
-    nations, _ = _snowflake(tmp_path)
-    schema = {
-        "sales": {"s_date": "bigint", "s_supp": "bigint", "price": "double"},
-        "date_dim": {"d_date_sk": "bigint", "d_year": "int", "d_moy": "int"},
-        "supplier": {"s_suppkey": "bigint", "s_nationkey": "bigint"},
-        "nation": {"n_nationkey": "bigint", "n_name": "string"},
-    }
-    locations = {name: str(tmp_path / name) for name in ("date_dim", "nation", "supplier")}
-    where = [
-        "d_year = 2001",
-        "d_year = 2001 AND d_moy <= 3",
-        "d_moy = 3",
-        "d_year = 1900",
-        "d_year > 2010",
-        "d_year = 2003 OR d_moy IS NULL",
-    ]
-    statements = [f"SELECT SUM(price) FROM sales JOIN date_dim ON s_date = d_date_sk WHERE {w}" for w in where]
-    statements += [
-        f"SELECT SUM(price) FROM sales JOIN supplier ON s_supp = s_suppkey JOIN nation ON s_nationkey = n_nationkey "
-        f"WHERE n_name = '{name}'"
-        for name in nations.values()
-    ]
-
-    def derived(batched: bool, statements: list[str] = statements) -> list[tuple[str, ...]]:
-        deriver = JoinDeriver(spark, locations, max_in=5)
-        context = SqlContext(schema=schema, watched={"sales"}, derive=deriver)
-        before = 0
-        if batched:
-            prefetch_derived(statements, context)
-            before = deriver.evaluated
-        found = [
-            tuple(sorted(d.filter for s in capture_sql(q, TS, "t", context).scans for d in s.derived))
-            for q in statements
-        ]
-        if batched:
-            assert deriver.evaluated == before  # every capture found its filters cached
-            passes.append(before)
-        return found
-
-    passes: list[int] = []
-    one_by_one = derived(batched=False)
-    assert derived(batched=True) == one_by_one
-    assert passes == [3]  # date_dim; nation, then (the chain's second round) supplier
-    assert one_by_one[3] == () and one_by_one[-1] and len(rows) == 240  # nothing joins 1900; Peru's suppliers
-    unevaluable = [*statements[:2], statements[0].replace("d_year = 2001", "no_such_column = 1")]
-    assert derived(batched=True, statements=unevaluable) == derived(batched=False, statements=unevaluable)
-
-
-def test_the_recorder_does_not_wait_for_a_slow_derivation(tmp_path):
-    """A full queue is spilled (and its joins derived) behind the application's back."""
-    import threading
-    import time
-
-    from querylog.recorder import Recorder
-
-    release = threading.Event()
-
-    def slow(key: JoinKey) -> tuple[DerivedFilter, ...]:
-        release.wait(30)
-        return (DerivedFilter("k >= 1", "dim.k WHERE x = 1"),)
-
-    context = SqlContext(derive=slow)
-    recorder = Recorder(QueryLogTable(str(tmp_path / "log")), tmp_path / "spill", capacity=2, context=context)
-    started = time.perf_counter()
-    for i in range(5):
-        recorder.record("t", [f"x > {i}"], ["x"], ts=TS, joins=[JoinKey("k", "dim", "k", ("x = 1",))])
-    assert time.perf_counter() - started < 5  # the derivation is still blocked
-    release.set()
-    recorder.close()
-    rows = QueryLogTable(str(tmp_path / "log")).read()
-    assert len(rows) == 5 and all(r.derived for r in rows)
+def test_a_self_join_under_a_qualified_name_costs_no_pass_over_the_target(spark, tmp_path):
+    """``lineorder a JOIN default.lineorder b`` (or ``spark_catalog.default.lineorder``): the deriver reads
+    both names as one table, so the target's scan derives nothing from itself and no pass runs."""
+    _write(tmp_path / "lineorder", {"lo_orderkey": pa.array(range(50)), "lo_partkey": pa.array(range(50))})
+    deriver = JoinDeriver(spark, {"lineorder": str(tmp_path / "lineorder")})
+    context = SqlContext(targets={"lineorder"}, derive=deriver)
+    for spelling in ("default.lineorder", "spark_catalog.default.lineorder"):
+        sql = f"SELECT 1 FROM lineorder a JOIN {spelling} b ON a.lo_orderkey = b.lo_partkey WHERE b.lo_partkey < 3"
+        assert [s.derived for s in capture_sql(sql, TS, "t", context).scans] == [(), ()]
+    assert deriver.evaluated == 0 and not deriver.passes

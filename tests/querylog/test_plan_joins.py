@@ -3,6 +3,10 @@ scan's key filters from the plan's inner equi-joins, as the SQL path does."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from querylog.capture import SqlContext
 from querylog.importers.eventlog import import_event_log
 from querylog.importers.plan_joins import plan_join_keys
@@ -93,3 +97,81 @@ def test_a_recorded_dataframe_join_derives_the_fact_scans_key_filters(spark, tmp
     keys = ", ".join(str(k) for k in range(1, 40, 4))
     assert f"l_partkey IN ({keys})" in scan.filters
     assert {d.via for d in scan.derived} == {"part.p_partkey WHERE p_brand = 'B1'"}
+
+
+def plan_scan(path: str, output: str, schema: str, pushed: str = "") -> dict:  # type: ignore[type-arg]
+    """A file scan node of `path` outputting `output` (``a#1L,b#2``), with its read schema and pushed filters."""
+    return {
+        "nodeName": "Scan parquet",
+        "simpleString": f"FileScan parquet [{output}] Batched: true",
+        "metadata": {
+            "Location": f"InMemoryFileIndex(1 paths)[file:{path}]",
+            "ReadSchema": f"struct<{schema}>",
+            "PushedFilters": f"[{pushed}]",
+        },
+        "children": [],
+    }
+
+
+def inner_join(left: str, right: str, *children: dict) -> dict:  # type: ignore[type-arg]
+    return _join("Inner", left, right, *children)
+
+
+def execution_line(
+    execution_id: int,
+    plan: dict,  # type: ignore[type-arg]
+    description: str = "count at NativeMethodAccessorImpl.java:0",
+) -> str:
+    """An event log's SQL execution start whose plan is `plan`; by default without SQL text (a DataFrame
+    action's `description`)."""
+    return json.dumps(
+        {
+            "Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart",
+            "executionId": execution_id,
+            "description": description,
+            "time": 1_700_000_000_000 + execution_id,
+            "sparkPlanInfo": plan,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "description",
+    ["count at NativeMethodAccessorImpl.java:0", "SELECT * FROM brand_view"],
+    ids=["no-sql-text", "sql-text-reading-no-watched-table"],
+)
+def test_sql_less_executions_on_one_dimension_derive_in_one_pass(spark, tmp_path, description):
+    """Executions captured from their plans are prefetched with the SQL texts: two DataFrame queries (or
+    two statements whose text reads no watched table, a view: captured from the plan too) filtering one
+    dimension differently cost one Spark pass over it, not one per key at capture."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from optimizer.joins import JoinDeriver
+
+    part = str(tmp_path / "part")
+    write_deltalake(
+        part, pa.table({"p_partkey": pa.array(range(40), pa.int64()), "p_brand": [f"B{k % 4}" for k in range(40)]})
+    )
+    fact = str(tmp_path / "lineitem")
+    lines = []
+    for number, brand in enumerate(("B1", "B2")):
+        fact_scan = plan_scan(fact, "l_partkey#1L,l_price#2L", "l_partkey:bigint,l_price:bigint")
+        brand_filter = f"IsNotNull(p_brand), EqualTo(p_brand,{brand})"
+        part_scan = plan_scan(part, "p_partkey#7L,p_brand#8", "p_partkey:bigint,p_brand:string", brand_filter)
+        plan = inner_join("l_partkey#1L", "p_partkey#7L", fact_scan, part_scan)
+        lines.append(execution_line(number, plan, description))
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join(lines) + "\n")
+    deriver = JoinDeriver(spark, {"part": part})
+    log = QueryLogTable(str(tmp_path / "log"))
+    context = SqlContext(aliases={fact: "lineitem"}, watched={"lineitem"}, derive=deriver)
+    report = import_event_log(log, events, context)
+    assert report.warnings == ()
+    scans = sorted(log.read("lineitem"), key=lambda r: r.ts)
+    assert [{d.via for d in s.derived} for s in scans] == [
+        {"part.p_partkey WHERE p_brand = 'B1'"},
+        {"part.p_partkey WHERE p_brand = 'B2'"},
+    ]
+    assert f"l_partkey IN ({', '.join(str(k) for k in range(2, 40, 4))})" in scans[1].filters
+    assert deriver.evaluated == 1, "both executions' keys in one batched pass over part"
