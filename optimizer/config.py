@@ -120,8 +120,17 @@ class Thresholds(StrictModel):
     search_candidates: int = Field(
         6, ge=1, le=64, description="most Z and most SOP candidates (by frequency) the benefit search estimates"
     )
-    search_seconds: Duration = Field(
-        120, gt=0, description="no new round of the benefit search starts after this long; the features so far stand"
+    search_estimates: int = Field(
+        64,
+        ge=1,
+        description="no new round of the benefit search starts once it has estimated this many layouts; the "
+        "features so far stand (a bound in work, not time: the same inputs give the same features on any load)",
+    )
+    search_seconds: Duration | None = Field(
+        None,
+        gt=0,
+        description="optional wall-clock bound on the benefit search as well (the choice then depends on the "
+        "machine's load); none by default",
     )
     recluster_bytes_per_tick: ByteSize = Field(
         1 << 30,

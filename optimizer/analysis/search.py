@@ -17,7 +17,9 @@ makes another one more useful to skip on, so this saves most estimates; where it
 predicates that only pay together) the search may stop early, which costs benefit, never data.
 
 Every candidate's fate (the round it was chosen in, or its last marginal figures when dropped) is
-returned for the decision record, with the search's own time and number of estimates.
+returned for the decision record, with the search's own time and number of estimates. The search is
+bounded by a number of estimates (`search_estimates`), not by time, so a decision does not depend on
+how loaded the machine was; a wall-clock bound (`search_seconds`) is the operator's option.
 """
 
 from __future__ import annotations
@@ -145,11 +147,19 @@ def layout_of(pool: FeatureSet, chosen: Sequence[Candidate]) -> FeatureSet:
 
 
 def greedy_search(
-    pool: FeatureSet, score: Scorer, *, max_z: int, max_sop: int, seconds: float = math.inf
+    pool: FeatureSet,
+    score: Scorer,
+    *,
+    max_z: int,
+    max_sop: int,
+    estimates: int | None = None,
+    seconds: float | None = None,
 ) -> SearchResult:
     """Add the pool's Z and SOP candidates (`pool.z`, `pool.sop`) one at a time while the best one's
     marginal benefit exceeds its marginal cost, within `max_z` and `max_sop` features. No round starts
-    after `seconds`: the layout chosen so far stands (every estimate costs Spark jobs)."""
+    once `estimates` layouts have been estimated (every estimate costs Spark jobs): a bound that gives
+    the same features for the same inputs however loaded the machine is. `seconds`, when given, is a
+    wall-clock bound too (the layout chosen so far stands), which makes the choice depend on the load."""
     started = time.perf_counter()
     candidates = [Candidate("z", f.expression) for f in pool.z] + [Candidate("sop", f.predicate) for f in pool.sop]
     search = _Search(pool, score, {c: CandidateOutcome(c) for c in candidates})
@@ -160,14 +170,21 @@ def greedy_search(
         if not remaining:
             stopped = "every candidate chosen or the feature limits reached" if candidates else stopped
             break
-        if round_ and time.perf_counter() - started > seconds:
+        if round_ and estimates is not None and search.estimates >= estimates:
+            stopped = (
+                f"estimate limit: {search.estimates} layouts estimated after round {round_} (limit {estimates}); "
+                "the features chosen so far stand"
+            )
+            break
+        if round_ and seconds is not None and time.perf_counter() - started > seconds:
             stopped = f"time limit: {seconds:g} s spent after round {round_}; the features chosen so far stand"
             break
         round_ += 1
         if not search.round(remaining, round_):
             stopped = f"round {round_}: no candidate's marginal benefit exceeds its marginal cost"
             break
-    _explain_unchosen(search.outcomes, search.chosen, max_z, max_sop, time_limit=stopped.startswith("time limit"))
+    limit = next((kind for kind in ("estimate limit", "time limit") if stopped.startswith(kind)), None)
+    _explain_unchosen(search.outcomes, search.chosen, max_z, max_sop, limit=limit)
     return SearchResult(
         layout_of(pool, search.chosen),
         search.current,
@@ -230,16 +247,15 @@ def _explain_unchosen(
     max_z: int,
     max_sop: int,
     *,
-    time_limit: bool,
+    limit: str | None,
 ) -> None:
-    """Each candidate left out says why: never estimated, a full kind, or its last marginal net."""
+    """Each candidate left out says why: never estimated (the search's `limit`, or a full kind), a full
+    kind, or its last marginal net."""
     for candidate, outcome in outcomes.items():
         if outcome.chosen_in_round is not None:
             continue
         if outcome.marginal_benefit is None or outcome.marginal_cost is None:
-            outcome.reason = "not estimated: " + (
-                "the search's time limit" if time_limit else "the feature limit of its kind"
-            )
+            outcome.reason = "not estimated: " + (f"the search's {limit}" if limit else "the feature limit of its kind")
         elif not _room(candidate, chosen, max_z, max_sop):
             outcome.reason = "dropped: the feature limit of its kind was reached"
         else:

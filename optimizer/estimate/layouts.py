@@ -69,6 +69,7 @@ def search_features(
         score,
         max_z=thresholds.max_z_features,
         max_sop=thresholds.max_sop_features,
+        estimates=thresholds.search_estimates,
         seconds=thresholds.search_seconds,
     )
     single = best_single(result)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from optimizer.analysis.search import Candidate, Score, best_single, greedy_search, layout_of
 from optimizer.features import FeatureSet, SopFeature, ZFeature
 
@@ -86,3 +88,31 @@ def test_the_time_limit_ends_the_search_after_a_round():
     assert [c.feature for c in result.chosen] == ["a"]  # round 1 always runs; no second round starts
     assert result.stopped.startswith("time limit")
     assert result.features.z == (ZFeature("a"),)
+
+
+def test_the_estimate_limit_ends_the_search_after_a_round_whatever_the_time():
+    """Round 1 estimates all 5 candidates; with a limit of 5 no second round starts, however fast or slow
+    the estimates were: the same scores give the same features on any machine load."""
+    values = {"a": 50.0, "b": 40.0, "MONTH(d)": 30.0, "x = 1": 20.0, "y LIKE '%q%'": 10.0}
+    results = []
+    for delay in (0.0, 0.02):
+
+        def slow(layout: FeatureSet, delay: float = delay) -> Score:
+            time.sleep(delay)
+            return additive(values, per_feature_cost=0.1)(layout)
+
+        results.append(greedy_search(POOL, slow, max_z=4, max_sop=4, estimates=5))
+    for result in results:
+        assert [c.feature for c in result.chosen] == ["a"]
+        assert result.stopped.startswith("estimate limit: 5 layouts estimated after round 1")
+    fates = {o.candidate.feature: o.reason for o in results[0].outcomes}
+    assert all(reason.startswith("dropped") for name, reason in fates.items() if name != "a")
+    unlimited = greedy_search(POOL, additive(values, per_feature_cost=0.1), max_z=4, max_sop=4, estimates=64)
+    assert len(unlimited.chosen) == 5, "a limit the search never reaches changes nothing"
+
+
+def test_the_default_search_has_no_clock_in_it():
+    """Without a `search_seconds`, the thresholds bound the search by estimates only."""
+    from optimizer.config import Thresholds
+
+    assert Thresholds().search_seconds is None and Thresholds().search_estimates == 64
