@@ -83,13 +83,32 @@ def key_type_problem(column: str, data_type: DataType) -> str | None:
 def scattered(values: list[Any], low: Any, high: Any) -> bool:
     """Whether `values` fill less than half of the domain between `low` and `high` (integers and dates;
     other types always count as scattered: a range of strings says nothing about density)."""
-    if isinstance(low, int) and isinstance(high, int):
-        span = high - low + 1
-    elif isinstance(low, dt.date) and isinstance(high, dt.date) and not isinstance(low, dt.datetime):
-        span = (high - low).days + 1
-    else:
-        return True
-    return len(values) < SCATTERED * span
+    span = key_span(low, high)
+    return span is None or len(values) < SCATTERED * span
+
+
+def key_span(low: Any, high: Any) -> int | None:
+    """How many values an integer or date column can hold between `low` and `high` (None: other types,
+    booleans among them, which are no join keys: `key_type_problem`)."""
+    if _integer(low) and _integer(high):
+        return int(high) - int(low) + 1
+    if _day(low) and _day(high):
+        return (high - low).days + 1
+    return None
+
+
+def exact_key(value: Any) -> bool:
+    """Whether a statistics bound of this value is exact (integers, decimals, dates; strings and
+    timestamps may be truncated, floats compare NaN apart)."""
+    return _integer(value) or _day(value) or isinstance(value, Decimal)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _day(value: Any) -> bool:
+    return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
 
 
 def _normalised(column: str, values: list[Any], low: Any, high: Any, *, bounded: bool, listed: bool) -> list[str]:

@@ -18,21 +18,18 @@ proof, from the Delta statistics, that a column holds a key more than once.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
 from sqlglot import exp
 
 from optimizer.errors import DeltaOptError
-from optimizer.join_key_filters import key_filters, key_type_problem
+from optimizer.join_key_filters import exact_key, key_filters, key_span, key_type_problem
 from optimizer.spark_arrow import to_arrow
-from optimizer.spark_expr import expression_column
 from querylog.errors import QueryLogError
 from querylog.predicates.allowlist import check_evaluable
 from querylog.predicates.attribute import JoinKey
@@ -76,23 +73,6 @@ def derived(key: JoinKey, values: list[Any], low: Any, high: Any, limits: Limits
     return tuple(DerivedFilter(f, via) for f in filters)
 
 
-def _span(low: Any, high: Any) -> int | None:
-    """How many values an integer or date column can hold between `low` and `high` (None: other types)."""
-    if _integer(low) and _integer(high):
-        return int(high) - int(low) + 1
-    if _day(low) and _day(high):
-        return (high - low).days + 1
-    return None
-
-
-def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _day(value: Any) -> bool:
-    return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
-
-
 def not_unique(snapshot: Snapshot, column: str) -> bool:
     """Whether the Delta statistics prove that `column` holds some value twice; each rule is a proof,
     never a guess: a partition value over two rows (`_repeated_partition`), a file whose bounds meet over
@@ -127,7 +107,7 @@ def _repeated_in_a_file(snapshot: Snapshot, name: str) -> bool:
             continue
         low = data_file.min_values.get(name)
         high = data_file.max_values.get(name)
-        exact = (_integer(low) or _day(low) or isinstance(low, Decimal)) and type(low) is type(high)
+        exact = exact_key(low) and type(low) is type(high)
         if exact and low == high and data_file.num_records - data_file.null_counts[name] >= 2:
             return True
     return False
@@ -149,7 +129,7 @@ def _pigeonhole(snapshot: Snapshot, name: str) -> bool:
         if count > 0:
             lows.append(data_file.min_values[name])
             highs.append(data_file.max_values[name])
-    span = _span(min(lows), max(highs)) if lows else None
+    span = key_span(min(lows), max(highs)) if lows else None
     return span is not None and present > span
 
 
@@ -378,10 +358,8 @@ def one_key_pass(frame: DataFrame, key: JoinKey, limits: Limits) -> tuple[Derive
     more than ``limits.listed`` keys join)."""
     from pyspark.sql import functions as F
 
-    for text in key.other_filters:
-        frame = frame.filter(expression_column(text))
-    column = F.col(f"`{key.other_column}`")
-    keys = frame.select(column.alias("k")).where(F.col("k").isNotNull()).distinct()
+    matching = frame.filter(condition(key.other_filters))
+    keys = matching.select(key_column(key.other_column).alias("k")).where(F.col("k").isNotNull()).distinct()
     values = [r["k"] for r in keys.limit(limits.listed + 1).collect()]
     if len(values) > limits.listed:  # truncated: the bounds come from all keys
         low, high = keys.agg(F.min("k"), F.max("k")).collect()[0]

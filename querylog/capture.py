@@ -74,12 +74,16 @@ class SqlContext:
         name = self.identity(table)
         return self.aliases.get(name, name)
 
+    def watches(self, table_id: str) -> bool:
+        """Whether scans of `table_id` are logged (every table when `watched` is None)."""
+        return self.watched is None or table_id in self.watched
+
     def derive_for(self, table_id: str) -> Derive | None:
         """The deriver for a scan of `table_id`: derivation costs Spark passes over the joined tables,
         spent only for the tables whose layout uses the filters (the targets); other scans are logged
         without derived filters, their tables serving only as sources."""
         if self.targets is None:
-            chosen = self.watched is None or table_id in self.watched
+            chosen = self.watches(table_id)
         else:
             chosen = table_id in self.targets
         return self.derive if chosen else None
@@ -174,7 +178,7 @@ def capture_sql(
         result = scans(sql) if scans is not None else scan_filters(sql, context.schema, context.resolve)
     except PredicateError as err:
         return quarantine(str(err))
-    watched = [s for s in result.scans if context.watched is None or s.table in context.watched]
+    watched = [s for s in result.scans if context.watches(s.table)]
     if not watched:
         read = sorted({s.table for s in result.scans})
         return quarantine(f"reads no watched table (reads: {', '.join(read) or 'nothing'})")
@@ -237,7 +241,7 @@ def prefetch_derived(
         with batch():
             for result in parsed:
                 for s in result.scans:
-                    if context.watched is None or s.table in context.watched:
+                    if context.watches(s.table):
                         derived_filters(s, result.scans, context.derive_for(s.table))
             for scan in joined:
                 derived_filters(scan, (), context.derive_for(scan.table))

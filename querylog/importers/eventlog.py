@@ -144,7 +144,7 @@ def _capture_plan(
     joins = _target_joins(event, context) if joins is None else joins
     for node in nodes:
         table_id = scan_identity(context.aliases, node)
-        if context.watched is not None and table_id not in context.watched:
+        if not context.watches(table_id):
             continue
         try:
             filters, columns = scan_filters_from_plan(node)
@@ -277,7 +277,7 @@ def _gives_scans(sql: str, context: SqlContext, memo: StatementTemplates) -> boo
         scans = memo(sql).scans
     except PredicateError:
         return False
-    return any(context.watched is None or s.table in context.watched for s in scans)
+    return any(context.watches(s.table) for s in scans)
 
 
 def _from_plan(event: Mapping[str, Any], by_text: Mapping[str, bool]) -> bool:
