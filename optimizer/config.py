@@ -123,8 +123,9 @@ class Thresholds(StrictModel):
     search_estimates: int = Field(
         64,
         ge=1,
-        description="no new round of the benefit search starts once it has estimated this many layouts; the "
-        "features so far stand (a bound in work, not time: the same inputs give the same features on any load)",
+        description="no new round of the benefit search starts once it has estimated this many layouts (the "
+        "first round, one per candidate, always runs; a layout with Z and SOP features is scored in both "
+        "orders); the features so far stand (a bound in work, not time: the same features on any load)",
     )
     search_seconds: Duration | None = Field(
         None,

@@ -30,6 +30,7 @@ from sqlglot import exp
 from optimizer.errors import DeltaOptError
 from optimizer.join_key_filters import exact_key, key_filters, key_span, key_type_problem
 from optimizer.spark_arrow import to_arrow
+from optimizer.spark_expr import expression_column
 from querylog.errors import QueryLogError
 from querylog.predicates.allowlist import check_evaluable
 from querylog.predicates.attribute import JoinKey
@@ -358,8 +359,9 @@ def one_key_pass(frame: DataFrame, key: JoinKey, limits: Limits) -> tuple[Derive
     more than ``limits.listed`` keys join)."""
     from pyspark.sql import functions as F
 
-    matching = frame.filter(condition(key.other_filters))
-    keys = matching.select(key_column(key.other_column).alias("k")).where(F.col("k").isNotNull()).distinct()
+    for text in key.other_filters:  # one filter per text: Spark pushes each down to the scan (COALESCE it would not)
+        frame = frame.filter(expression_column(text))
+    keys = frame.select(key_column(key.other_column).alias("k")).where(F.col("k").isNotNull()).distinct()
     values = [r["k"] for r in keys.limit(limits.listed + 1).collect()]
     if len(values) > limits.listed:  # truncated: the bounds come from all keys
         low, high = keys.agg(F.min("k"), F.max("k")).collect()[0]

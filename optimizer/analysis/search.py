@@ -157,7 +157,8 @@ def greedy_search(
 ) -> SearchResult:
     """Add the pool's Z and SOP candidates (`pool.z`, `pool.sop`) one at a time while the best one's
     marginal benefit exceeds its marginal cost, within `max_z` and `max_sop` features. No round starts
-    once `estimates` layouts have been estimated (every estimate costs Spark jobs): a bound that gives
+    once `estimates` layouts have been estimated (every estimate costs Spark jobs; the first round
+    always runs whole, every candidate estimated once, so the bound counts it too): a bound that gives
     the same features for the same inputs however loaded the machine is. `seconds`, when given, is a
     wall-clock bound too (the layout chosen so far stands), which makes the choice depend on the load."""
     started = time.perf_counter()
@@ -259,11 +260,13 @@ def _explain_unchosen(
         elif not _room(candidate, chosen, max_z, max_sop):
             outcome.reason = "dropped: the feature limit of its kind was reached"
         else:
+            net = outcome.marginal_benefit - outcome.marginal_cost
             outcome.reason = (
                 f"dropped: marginal benefit {outcome.marginal_benefit:.2f} vs marginal cost "
-                f"{outcome.marginal_cost:.2f} (net {outcome.marginal_benefit - outcome.marginal_cost:+.2f}) "
-                "when last estimated"
+                f"{outcome.marginal_cost:.2f} (net {net:+.2f}) when last estimated"
             )
+            if limit and net > 0:  # it might have paid: the search stopped before another round
+                outcome.reason += f"; no further round: the search's {limit}"
 
 
 def best_single(result: SearchResult) -> Candidate | None:

@@ -107,6 +107,8 @@ def test_the_estimate_limit_ends_the_search_after_a_round_whatever_the_time():
         assert result.stopped.startswith("estimate limit: 5 layouts estimated after round 1")
     fates = {o.candidate.feature: o.reason for o in results[0].outcomes}
     assert all(reason.startswith("dropped") for name, reason in fates.items() if name != "a")
+    stopped_by_limit = "no further round: the search's estimate limit"
+    assert all(reason.endswith(stopped_by_limit) for name, reason in fates.items() if name != "a")
     unlimited = greedy_search(POOL, additive(values, per_feature_cost=0.1), max_z=4, max_sop=4, estimates=64)
     assert len(unlimited.chosen) == 5, "a limit the search never reaches changes nothing"
 
