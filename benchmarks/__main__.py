@@ -24,6 +24,7 @@ BENCHMARKS = {
     "idle": "benchmarks.idle_bench",
     "fleet": "benchmarks.fleet_bench",
     "races": "benchmarks.races",
+    "rewrite-speed": "benchmarks.rewrite_speed",
 }
 
 

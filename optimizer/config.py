@@ -105,9 +105,9 @@ class Thresholds(StrictModel):
     )
     readers: Readers = Field(
         default_factory=lambda: {"standard": 1.0},
-        description="who reads the table: standard (engines that skip with Delta min/max of bare columns only: "
-        "Spark, Databricks, Trino, DuckDB), deltaopt (reads through deltaopt's pruning), or shares of both; "
-        "layouts are scored by the skipping those readers do",
+        description="who reads the table: standard (engines that skip files by Delta min/max of bare columns "
+        "and row groups by Parquet footers: Spark, Databricks, Trino, DuckDB; docs/READERS.md), deltaopt (reads "
+        "through deltaopt's pruning), or shares of both; layouts are scored by the skipping those readers do",
     )
     selection: Literal["benefit", "frequency"] = Field(
         "benefit",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from optimizer.clustering.joined import with_joined
 from optimizer.clustering.ordering import order_partitions
 from optimizer.clustering.sop import SopPartition, cluster
-from optimizer.clustering.zorder import Dimension, Helpers, zorder
+from optimizer.clustering.zorder import Dimension, GroupIndex, Helpers, zorder
 from optimizer.features import FeatureSet
 from optimizer.skipping.collect import sop_vector
 from optimizer.spark_expr import expression_column
@@ -94,6 +94,7 @@ def cluster_frame(
     file_column: str | None = None,
     boundary_rows: int = 100_000,
     known_rows: int | None = None,
+    row_groups: GroupIndex | None = None,
 ) -> Layout:
     """Steps C1-C3 on `frame` (the rows to lay out). `data_names` are the columns stored in files (the
     fingerprint covers them); the frame keeps its columns in the same order. `order_ids=False` numbers
@@ -102,7 +103,8 @@ def cluster_frame(
     in `file_column` instead of rows moved into their files. `boundary_rows` rows are sampled for the Z
     ranges and file boundaries; `known_rows` (the log's count) lets a layout without SOP features of an
     unpartitioned table skip pass 1. Joined features' attributes are looked up into helper columns
-    (`clustering.joined`) unless `frame` has them; those added here are dropped from the result."""
+    (`clustering.joined`) unless `frame` has them; those added here are dropped from the result.
+    `row_groups` (layouts never written) asks for each row's row group within its file (`GroupIndex`)."""
     helpers = Helpers.avoiding(frame.columns)
     frame, added = with_joined(frame, features.joined)
     if added:
@@ -132,6 +134,7 @@ def cluster_frame(
             file_column=file_column,
             boundary_rows=boundary_rows,
             helpers=helpers,
+            row_groups=row_groups,
         )
     return replace(layout, frame=layout.frame.drop(*added))
 
@@ -150,6 +153,7 @@ def _counted_layout(
     file_column: str | None,
     boundary_rows: int,
     helpers: Helpers,
+    row_groups: GroupIndex | None = None,
 ) -> Layout:
     """`cluster_frame` where the rows must be counted first: pass 1 (rows, fingerprints and SOP bit
     vectors per partition group), then C1-C3. The joined lookup is done; `cluster_frame` documents the rest."""
@@ -177,6 +181,7 @@ def _counted_layout(
         file_column=file_column,
         boundary_rows=boundary_rows,
         helpers=helpers,
+        row_groups=row_groups,
     )
     progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
     labels = _labels(features, helpers)
@@ -304,6 +309,7 @@ def _zorder_features(
     boundary_rows: int = 100_000,
     observe: Callable[[DataFrame], DataFrame] | None = None,
     helpers: Helpers,
+    row_groups: GroupIndex | None = None,
 ) -> tuple[DataFrame, list[Dimension]]:
     """C3: the Z features (and the SOP id) as helper columns, Z-ordered into `files` files, helpers dropped.
     The SOP id is one more Z dimension, or, with `features.sop_leads` and Z features, leads the order:
@@ -327,5 +333,6 @@ def _zorder_features(
         file_column=file_column,
         observe=observe,
         helpers=helpers,
+        row_groups=row_groups,
     )
     return laid_out.drop(*columns, *([helpers.sop_id] if sop_id else [])), dimensions

@@ -101,6 +101,17 @@ def interleave_value(ids: Sequence[int], bits: Sequence[int]) -> int:
 
 
 @dataclass(frozen=True)
+class GroupIndex:
+    """Where a layout never written (the estimator's virtual files) puts each row's row group: the
+    column, and how many row groups a file is cut into. The groups are consecutive runs of the order
+    rows are sorted in within a file, cut at the sample's quantiles like the files themselves, so
+    grouping by (file, group) needs no sort."""
+
+    column: str
+    groups: int
+
+
+@dataclass(frozen=True)
 class Helpers:
     """The names of the columns the layout adds to the rows for a while (SOP vector and id, Z values,
     tie-breaker, Z key): under a prefix no column of the table starts with, so a table may have columns
@@ -149,6 +160,7 @@ def zorder(
     file_column: str | None = None,
     observe: Callable[[DataFrame], DataFrame] | None = None,
     helpers: Helpers | None = None,
+    row_groups: GroupIndex | None = None,
 ) -> tuple[DataFrame, list[Dimension]]:
     """`frame`'s `rows` rows cut into about `files` files by (`leading` columns, Z-value of `columns`)
     and sorted within each (one column: by its value), with the dimensions used. Table partition
@@ -164,16 +176,15 @@ def zorder(
     With `file_column`, rows are not moved: each gets its file's index in that column instead (what
     the estimator's virtual files aggregate by, without a shuffle into as many partitions as files).
     `observe` wraps the frame the shuffle reads (after the sample's job, which reads it too).
-    `helpers` names the columns added for a while (default: a prefix no column of `frame` starts with)."""
+    `helpers` names the columns added for a while (default: a prefix no column of `frame` starts with).
+    `row_groups` gives each row its row group within its file (`GroupIndex`)."""
     from pyspark.sql import functions as F
 
     files = max(files, 1)
     names = helpers or Helpers.avoiding(frame.columns)
     every = hashable_columns([frame.schema[c] for c in frame.columns])
     if not columns and not leading:
-        if file_column is not None:
-            return frame.withColumn(file_column, F.pmod(F.xxhash64(*every), F.lit(files))), []
-        return (observe(frame) if observe else frame).repartition(files), []
+        return _unordered(frame, files, every, file_column=file_column, observe=observe, row_groups=row_groups), []
     added = [names.tie] if len(columns) == 1 else []
     if added:
         # a deterministic tie-breaker lets a value shared by many rows (a SOP id, a low-cardinality
@@ -188,15 +199,52 @@ def zorder(
         added.append(names.zkey)
     key_columns, sampled = _order_key(dimensions, leading, values, names)
     cuts = file_cuts(sampled, files)
+    if row_groups is not None:  # the same order cut `groups` times finer: consecutive rows of a file
+        finer = file_cuts(sampled, files * row_groups.groups)
+        frame = frame.withColumn(row_groups.column, _file_index(key_columns, finer))
+    return _placed(frame, key_columns, cuts, file_column=file_column, observe=observe).drop(*added), dimensions
+
+
+def _placed(
+    frame: DataFrame,
+    key_columns: Sequence[Column],
+    cuts: Sequence[tuple[Any, ...]],
+    *,
+    file_column: str | None,
+    observe: Callable[[DataFrame], DataFrame] | None,
+) -> DataFrame:
+    """Each row's file from its order key and the file `cuts`: its index in `file_column`, or the rows
+    moved into one shuffle partition per file (`observe` wrapping what the shuffle reads) and sorted."""
+    from pyspark.sql import functions as F
+
     index = _file_index(key_columns, cuts)
     if file_column is not None:
-        return frame.withColumn(file_column, index).drop(*added), dimensions
+        return frame.withColumn(file_column, index)
     keys = F.array(*[F.lit(k).cast("long") for k in hash_partition_keys(frame, len(cuts) + 1)])  # probed as longs
     partition = F.element_at(keys, index + 1)
     if observe is not None:
         frame = observe(frame)
-    laid_out = frame.repartition(len(cuts) + 1, partition).sortWithinPartitions(*key_columns)
-    return laid_out.drop(*added), dimensions
+    return frame.repartition(len(cuts) + 1, partition).sortWithinPartitions(*key_columns)
+
+
+def _unordered(
+    frame: DataFrame,
+    files: int,
+    every: Sequence[Column],
+    *,
+    file_column: str | None,
+    observe: Callable[[DataFrame], DataFrame] | None,
+    row_groups: GroupIndex | None,
+) -> DataFrame:
+    """`zorder` with no dimension and nothing leading (compaction): rows spread over `files` files by
+    their hash (`every`: the row's hashable columns), in no particular order within a file either."""
+    from pyspark.sql import functions as F
+
+    if row_groups is not None:
+        frame = frame.withColumn(row_groups.column, F.pmod(F.xxhash64(F.lit(1), *every), F.lit(row_groups.groups)))
+    if file_column is not None:
+        return frame.withColumn(file_column, F.pmod(F.xxhash64(*every), F.lit(files)))
+    return (observe(frame) if observe else frame).repartition(files)
 
 
 def _sample(frame: DataFrame, names: Sequence[str], rows: int, wanted: int, seed: int) -> dict[str, list[Any]]:

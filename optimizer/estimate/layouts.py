@@ -9,7 +9,7 @@ decision); the cost comes from the calibrated model.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -24,12 +24,15 @@ from optimizer.estimate.stored_bytes import StoredBaseline, layout_compression, 
 from optimizer.estimate.virtual_files import bytes_per_row, virtual_files
 from optimizer.features import FeatureSet, JoinedFeature
 from optimizer.skipping.extended import ExtendedStats
-from optimizer.skipping.filestats import FileStats
+from optimizer.skipping.filestats import FileStats, table_column_types
 from optimizer.skipping.joined import dimension_versions
-from optimizer.skipping.scan import column_sizes, table_file_stats
+from optimizer.skipping.pruning import column_names_of
+from optimizer.skipping.row_groups import RowGroup
+from optimizer.skipping.scan import column_sizes, file_row_groups, table_file_stats
 from optimizer.table.access import DataFile, Snapshot
 from optimizer.table.footers import total_sizes
 from optimizer.table.key_stats import indexing_properties, key_columns, with_properties
+from optimizer.table.output import resolve_output
 from querylog.records import ScanRecord
 
 if TYPE_CHECKING:
@@ -205,6 +208,13 @@ def _with_joined(features: FeatureSet, joined: tuple[JoinedFeature, ...]) -> lis
     return found
 
 
+def row_groups_per_file(thresholds: Thresholds, snapshot: Snapshot, file_bytes: float) -> int:
+    """About how many row groups a file of `file_bytes` the job writes holds: Parquet's writer closes a
+    row group once the pages it holds reach the row-group size."""
+    row_group_bytes = resolve_output(thresholds.output, snapshot.configuration).row_group_bytes
+    return max(1, round(file_bytes / max(row_group_bytes, 1)))
+
+
 def layout_cost(model: CostModel, new_bytes: int, features: FeatureSet) -> CostEstimate:
     """The model's cost, each joined feature counted as one more Z dimension (plus its lookup join)."""
     z = len(features.z) + len(features.joined)
@@ -227,6 +237,12 @@ class WorkloadReplay:
     expected_queries: float  # over the benefit horizon
     logged_queries: int
     stored: StoredBaseline | None = None  # what layouts' compression is measured against
+    # their row groups from the footers (readers skip by them: docs/READERS.md), with bounds of the
+    # `filtered` columns (lower case; the only ones a replayed filter tests), and about as many row
+    # groups per virtual file as the job's files will hold
+    current_groups: Mapping[str, tuple[RowGroup, ...]] = field(default_factory=dict)
+    filtered: frozenset[str] = frozenset()
+    row_groups: int = 1
 
 
 def workload_replay(
@@ -244,7 +260,13 @@ def workload_replay(
     """The replay of `records` on `files` as they are now. Files already laid out with joined features
     keep their joined ranges for deltaopt's readers, at the current versions of the dimensions
     `locations` ({table name: URI}) name, as a scan now would."""
-    sizes = {f.path: column_sizes(table, f, snapshot.features.logical_names) or {} for f in files}
+    names = snapshot.features.logical_names
+    sizes = {f.path: column_sizes(table, f, names) or {} for f in files}
+    queries = tuple(workload_queries(records, now, thresholds.recency_half_life))
+    filtered = frozenset(c for query in queries for c in column_names_of(query.predicate))
+    types = {n: t for n, t in table_column_types(snapshot.spark_schema().fields).items() if n.lower() in filtered}
+    groups = {f.path: file_row_groups(table, f, types, names) for f in files}
+    target_files = max(1, round(sum(f.size for f in files) / thresholds.target_file_size))
     helpers = joined_helpers(records, locations or {})
     versions = dimension_versions(location for _, location, _ in helpers)
     current = [with_joined_ranges(s, helpers) for s in table_file_stats(table, snapshot, files, index, versions)]
@@ -261,8 +283,11 @@ def workload_replay(
         current_standard=tuple(table_file_stats(table, snapshot, files, {})),
         current_bytes=sizes,
         bytes_per_row=bytes_per_row([sizes[f.path] for f in files], [f.num_records or 0 for f in files]),
-        target_files=max(1, round(sum(f.size for f in files) / thresholds.target_file_size)),
-        queries=tuple(workload_queries(records, now, thresholds.recency_half_life)),
+        target_files=target_files,
+        current_groups={path: found for path, found in groups.items() if found},
+        filtered=filtered,
+        row_groups=row_groups_per_file(thresholds, snapshot, sum(f.size for f in files) / target_files),
+        queries=queries,
         rate=rate,
         expected_queries=rate.expected(thresholds.benefit_horizon),
         logged_queries=len(records),
@@ -287,13 +312,21 @@ def layout_benefit(
     measure = layout_measure(table, stored) if table is not None and stored is not None else None
     if thresholds.stats_for_clustering_keys:  # the job adds the keys' statistics first: price what readers get
         snapshot = with_properties(snapshot, indexing_properties(snapshot, key_columns(features)))
-    virtual = virtual_files(sample, snapshot, features, replay.target_files, measure)
+    cut = (replay.row_groups, replay.filtered)
+    virtual = virtual_files(sample, snapshot, features, replay.target_files, measure, row_groups=cut)
     compression = None
     if stored is not None and virtual.written is not None:
         compression = layout_compression(stored, total_sizes(virtual.written.values()))
     per_row = replay.bytes_per_row
     virtual_bytes = {path: {c: rows * b for c, b in per_row.items()} for path, rows in virtual.rows.items()}
-    views = {"deltaopt": (replay.current, virtual.files), "standard": (replay.current_standard, virtual.standard)}
+    virtual_groups = {
+        path: tuple(RowGroup(g, {c: (g.rows or 0) * b for c, b in per_row.items()}) for g in found)
+        for path, found in virtual.groups.items()
+    }
+    views = {  # both kinds read through a Parquet reader that skips row groups (docs/READERS.md)
+        "deltaopt": (replay.current, virtual.files, replay.current_groups, virtual_groups),
+        "standard": (replay.current_standard, virtual.standard, replay.current_groups, virtual_groups),
+    }
     by_reader = {
         reader: estimate_benefit(
             replay.queries,
@@ -308,8 +341,10 @@ def layout_benefit(
             rate=replay.rate,
             compression=compression,
             virtual_written=virtual.written if compression is not None else None,
+            current_groups=current_groups,
+            virtual_groups=groups,
         )
-        for reader, (current, files) in views.items()
+        for reader, (current, files, current_groups, groups) in views.items()
         if every_reader or thresholds.readers.get(reader, 0.0) > 0
     }
     return combine(by_reader, thresholds.readers)

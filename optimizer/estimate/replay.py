@@ -19,6 +19,7 @@ from optimizer.analysis.workload import recency_weight
 from optimizer.skipping.extended import location_key
 from optimizer.skipping.filestats import FileStats
 from optimizer.skipping.pruning import Predicate, column_names_of, might_match, prepare
+from optimizer.skipping.row_groups import RowGroup, read_share
 from querylog.errors import PredicateError
 from querylog.records import ScanRecord
 
@@ -80,32 +81,52 @@ def with_joined_ranges(stats: FileStats, helpers: JoinHelpers) -> FileStats:
     return replace(stats, expressions={**stats.expressions, **extra}) if extra else stats
 
 
+Groups = Mapping[str, Sequence[RowGroup]]
+"""File path -> its row groups, for a reader that skips row groups (a file not in it is read whole)."""
+
+
 def query_bytes(
-    query: Query, files: Sequence[FileStats], column_bytes: Mapping[str, Mapping[str, float]]
+    query: Query,
+    files: Sequence[FileStats],
+    column_bytes: Mapping[str, Mapping[str, float]],
+    groups: Groups | None = None,
 ) -> tuple[float, float]:
-    """(bytes read after pruning, bytes without pruning) of `query` over `files`."""
-    ((read, total),) = _query_bytes(query, files, (column_bytes,))
+    """(bytes read after pruning, bytes without pruning) of `query` over `files`; with `groups`, a kept
+    file's row groups are pruned too (`row_groups.read_share`)."""
+    ((read, total),) = _query_bytes(query, files, (column_bytes,), groups)
     return read, total
 
 
 def _query_bytes(
-    query: Query, files: Sequence[FileStats], byte_maps: Sequence[Mapping[str, Mapping[str, float]]]
+    query: Query,
+    files: Sequence[FileStats],
+    byte_maps: Sequence[Mapping[str, Mapping[str, float]]],
+    groups: Groups | None = None,
 ) -> list[tuple[float, float]]:
     """(read, total) of `query` over `files` under each map of column bytes, with one pruning pass."""
     sums = [[0.0, 0.0] for _ in byte_maps]
     for stats in files:
         keep = might_match(query.predicate, stats)
+        in_groups = groups.get(stats.path) if keep and groups else None
+        shares = read_share(query.predicate, in_groups, query.columns) if in_groups else {}
         for totals, column_bytes in zip(sums, byte_maps, strict=True):
             sizes = column_bytes.get(stats.path, {})
-            size = sum(v for c, v in sizes.items() if query.columns is None or c in query.columns)
-            totals[1] += size
+            read = {c: v for c, v in sizes.items() if query.columns is None or c in query.columns}
+            totals[1] += sum(read.values())
             if keep:
-                totals[0] += size
+                totals[0] += sum(v * shares.get(c, 1.0) for c, v in read.items())
     return [(read, total) for read, total in sums]
 
 
-Side = tuple[Sequence[FileStats], Mapping[str, Mapping[str, float]], Mapping[str, Mapping[str, float]]]
-"""Files, their column bytes now, and their column bytes as (re)written."""
+@dataclass(frozen=True)
+class Side:
+    """One side of the comparison: files, their column bytes now and as (re)written, and their row
+    groups for a reader that skips them (None: whole files)."""
+
+    files: Sequence[FileStats]
+    now: Mapping[str, Mapping[str, float]]
+    written: Mapping[str, Mapping[str, float]]
+    groups: Groups | None = None
 
 
 def _mean_bytes(queries: Sequence[Query], now: Side, virtual: Side) -> tuple[float, float, float, float]:
@@ -114,9 +135,9 @@ def _mean_bytes(queries: Sequence[Query], now: Side, virtual: Side) -> tuple[flo
     weight = sum(q.weight for q in queries)
     before = after_skipping = after = total = 0.0
     for query in queries:
-        (read_now, total_now), (_, total_now_after) = _query_bytes(query, now[0], (now[1], now[2]))
+        (read_now, total_now), (_, total_now_after) = _query_bytes(query, now.files, (now.now, now.written), now.groups)
         (read_virtual, total_virtual), (read_written, total_written) = _query_bytes(
-            query, virtual[0], (virtual[1], virtual[2])
+            query, virtual.files, (virtual.now, virtual.written), virtual.groups
         )
         share = read_virtual / total_virtual if total_virtual else 1.0
         share_after = read_written / total_written if total_written else 1.0
@@ -143,6 +164,8 @@ def estimate_benefit(
     rate: QueryRate | None = None,
     compression: Compression | None = None,
     virtual_written: Mapping[str, Mapping[str, float]] | None = None,
+    current_groups: Groups | None = None,
+    virtual_groups: Groups | None = None,
 ) -> BenefitEstimate:
     """The benefit of replacing `current` (real statistics and column bytes) by files laid out like
     `virtual`, for `expected` future queries shaped like `queries`.
@@ -150,12 +173,16 @@ def estimate_benefit(
     `virtual_bytes` are the virtual files' column bytes at today's bytes per row. With `compression`,
     the rewritten data's total bytes change by its ratios, and the share each query reads comes from
     `virtual_written` (the virtual files as really written: a file of rows that all match a predicate
-    often compresses far better than the average) when given, else from the ratios."""
+    often compresses far better than the average) when given, else from the ratios. With
+    `current_groups` and `virtual_groups`, a reader that skips row groups is priced: a kept file's
+    bytes are those of its row groups that might match."""
     started = time.perf_counter()
     current_after = recompressed(current_bytes, compression.ratios) if compression else current_bytes
     written = virtual_written or (recompressed(virtual_bytes, compression.ratios) if compression else virtual_bytes)
     before, after_skipping, after, total = _mean_bytes(
-        queries, (current, current_bytes, current_after), (virtual, virtual_bytes, written)
+        queries,
+        Side(current, current_bytes, current_after, current_groups),
+        Side(virtual, virtual_bytes, written, virtual_groups),
     )
     saved_mb = max(before - after, 0.0) / MB
 

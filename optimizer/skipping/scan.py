@@ -21,6 +21,7 @@ from optimizer.skipping.extended import ExtendedStats, load_index
 from optimizer.skipping.filestats import FileStats, file_stats, table_column_types
 from optimizer.skipping.joined import JoinFilter, JoinPruning
 from optimizer.skipping.pruning import Predicate, column_names_of, might_match, prepare
+from optimizer.skipping.row_groups import GroupFooter, RowGroup, footer_row_groups, group_footers
 from optimizer.table.access import DataFile, Snapshot
 
 if TYPE_CHECKING:
@@ -128,8 +129,28 @@ def column_sizes(
     return {top[c]: size for c, size in sizes.items() if c in top}
 
 
+def file_row_groups(
+    table: TableAccess, data_file: DataFile, column_types: Mapping[str, str], names: Mapping[str, str] | None = None
+) -> tuple[RowGroup, ...] | None:
+    """A data file's row groups as a reader skipping row groups sees them (`skipping.row_groups`), with
+    bounds of the columns in `column_types`; None when the footer cannot be read."""
+    footer = _footer(table.uri, data_file.path, data_file.size, tuple(sorted(table.storage_options.items())))
+    return None if footer is None else footer_row_groups(data_file, footer[1], column_types, names)
+
+
 @lru_cache(maxsize=65536)
 def _footer_sizes(uri: str, path: str, size: int, options: tuple[tuple[str, str], ...]) -> Mapping[str, int] | None:
+    """A file's column sizes (files are immutable: cached for many files; small)."""
+    footer = _footer(uri, path, size, options)
+    return None if footer is None else footer[0]
+
+
+@lru_cache(maxsize=1024)
+def _footer(
+    uri: str, path: str, size: int, options: tuple[tuple[str, str], ...]
+) -> tuple[Mapping[str, int], tuple[GroupFooter, ...]] | None:
+    """One file's footer, read once for both its column sizes and its row groups; the groups hold
+    bounds per column, so fewer files' are kept."""
     from optimizer.table import open_table
     from optimizer.table.footers import metadata_sizes
     from optimizer.table.paths import open_location
@@ -140,7 +161,7 @@ def _footer_sizes(uri: str, path: str, size: int, options: tuple[tuple[str, str]
         metadata = pq.ParquetFile(fs.open_input_file(location)).metadata
     except (OSError, ValueError):
         return None
-    return metadata_sizes(metadata)
+    return metadata_sizes(metadata), group_footers(metadata)
 
 
 def read(

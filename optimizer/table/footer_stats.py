@@ -36,11 +36,14 @@ FOOTER_ROWS = "__footer_rows"
 
 def from_footer(column: StatsColumn) -> bool:
     """Whether `column`'s min/max/null count can be read from the footers of files Spark wrote."""
-    if len(column.path) != 1:
-        return False
-    if column.type_name in _FOOTER_TYPES:
+    return len(column.path) == 1 and footer_type(column.type_name)
+
+
+def footer_type(type_name: str) -> bool:
+    """Whether footers bound a top-level column of Spark type `type_name` as Spark orders it."""
+    if type_name in _FOOTER_TYPES:
         return True
-    decimal = _DECIMAL.fullmatch(column.type_name)
+    decimal = _DECIMAL.fullmatch(type_name)
     return decimal is not None and int(decimal.group(1)) <= 18
 
 
