@@ -9,7 +9,7 @@ INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[embedded,dev,demo]'
+	$(BIN)/pip install --quiet -e '.[embedded,dev,demo,report]'
 	$(BIN)/python -m optimizer.delta_jars  # Delta's JVM jars from Maven Central, cached in .venv (docs/DELTA-SPARK.md)
 	rm -f $(VENV)/.installed-*
 	touch $@

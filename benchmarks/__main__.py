@@ -25,6 +25,7 @@ BENCHMARKS = {
     "fleet": "benchmarks.fleet_bench",
     "races": "benchmarks.races",
     "rewrite-speed": "benchmarks.rewrite_speed",
+    "liquid": "benchmarks.liquid_bench",
 }
 
 

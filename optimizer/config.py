@@ -109,6 +109,18 @@ class Thresholds(StrictModel):
         "and row groups by Parquet footers: Spark, Databricks, Trino, DuckDB; docs/READERS.md), deltaopt (reads "
         "through deltaopt's pruning), or shares of both; layouts are scored by the skipping those readers do",
     )
+    liquid_key_ticks: int = Field(
+        3,
+        ge=1,
+        description="a liquid table's keys change (liquid: set) only after this many ticks running in which the "
+        "workload wanted the same new keys (hysteresis: a stable workload never flaps)",
+    )
+    liquid_key_margin: float = Field(
+        0.2,
+        ge=0,
+        description="and only when Delta's OPTIMIZE by the new keys nets this share more than by the table's own "
+        "(of the larger of that net and 1 cluster-second)",
+    )
     selection: Literal["benefit", "frequency"] = Field(
         "benefit",
         description="benefit: theta and gamma only pre-filter candidates and a greedy search adds the one with the "

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
+from typing import Literal, cast
 
+from optimizer.errors import FeatureError
 from querylog.predicates.classify import column_names
 from querylog.predicates.normalize import parse_canonical
 
@@ -65,6 +67,10 @@ def joined_helper(fact_column: str, dimension: str, attribute: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in text)
 
 
+Curve = Literal["z", "hilbert"]  # how the dimensions' range ids become one order (`clustering.curves`)
+CURVES: tuple[Curve, ...] = ("z", "hilbert")
+
+
 @dataclass(frozen=True)
 class FeatureSet:
     """What to cluster on (`z`, `sop`) and what to keep statistics for (`z_add`, `sop_add`)."""
@@ -76,10 +82,19 @@ class FeatureSet:
     sop_weights: Mapping[str, float] = field(default_factory=dict)  # predicate -> workload weight
     sop_leads: bool = False  # files cut by SOP id first, Z-order within (not the SOP id as a Z dimension)
     joined: tuple[JoinedFeature, ...] = ()  # dimension attributes, Z dimensions after `z`
+    curve: Curve = "z"  # the order over the dimensions: Z-order, or a Hilbert curve
 
     @property
     def is_empty(self) -> bool:
         return not (self.z or self.sop or self.joined)
+
+    @property
+    def curve_dimensions(self) -> int:
+        """How many dimensions the curve orders (`clustering.layout`): the Z and joined features, and the
+        SOP id unless it leads the order (it leads only where there are others to order within it)."""
+        others = len(self.z) + len(self.joined)
+        sop_dimension = bool(self.sop) and not (self.sop_leads and others > 0)
+        return others + int(sop_dimension)
 
     def weight(self, feature: SopFeature) -> float:
         return float(self.sop_weights.get(feature.predicate, 1.0))
@@ -96,6 +111,8 @@ class FeatureSet:
             document["sop_leads"] = True
         if self.joined:  # likewise absent when there are none
             document["joined"] = [j.as_dict() for j in self.joined]
+        if self.curve != "z":  # likewise absent for Z-order
+            document["curve"] = self.curve
         return document
 
     @classmethod
@@ -113,6 +130,7 @@ class FeatureSet:
             sop_add=tuple(SopFeature(p) for p in items("sop_add")),
             sop_weights={str(k): float(v) for k, v in weights.items()} if isinstance(weights, Mapping) else {},
             sop_leads=data.get("sop_leads") is True,
+            curve=_curve(data.get("curve")),
             joined=tuple(
                 JoinedFeature(**{k: str(j[k]) for k in _JOINED_FIELDS})
                 for j in (joined if isinstance(joined, list) else [])
@@ -122,3 +140,14 @@ class FeatureSet:
 
 
 _JOINED_FIELDS = tuple(f.name for f in fields(JoinedFeature))
+
+
+def _curve(value: object) -> Curve:
+    """A recorded curve: absent (records before curves) is Z-order. A name this version does not know
+    (a record of a newer deltaopt, a typo in --features-json) is refused in one line: read as Z-order, the
+    files' layout would be misdescribed and a re-layout would silently use another curve."""
+    if value is None:
+        return "z"
+    if value not in CURVES:
+        raise FeatureError(f"unknown curve {value!r} in the feature set: expected one of {', '.join(CURVES)}")
+    return cast(Curve, value)

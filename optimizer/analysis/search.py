@@ -143,6 +143,7 @@ def layout_of(pool: FeatureSet, chosen: Sequence[Candidate]) -> FeatureSet:
         z_add=tuple(f for f in (*pool.z, *pool.z_add) if f.expression not in z),
         sop_add=tuple(f for f in (*pool.sop, *pool.sop_add) if f.predicate not in sop),
         sop_weights={p: w for p, w in pool.sop_weights.items() if p in sop},
+        curve=pool.curve,  # the pool's curve: a liquid table's is Delta's (`estimate.liquid`)
     )
 
 

@@ -129,6 +129,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         output=_output_settings(args, thresholds),
         stats_for_keys=not args.no_key_statistics and (thresholds.stats_for_clustering_keys if thresholds else True),
         liquid=args.liquid or (config.liquid_for(configured) if config and configured else "keep"),
+        full=args.full,
     )
     if args.json:
         print_json(result.as_dict())

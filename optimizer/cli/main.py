@@ -36,6 +36,7 @@ from optimizer.cli.commands import (
 )
 from optimizer.cli.common import spark_failure_line
 from optimizer.cli.querylog import cmd_querylog_import, cmd_querylog_quarantine, cmd_querylog_show
+from optimizer.cli.report import cmd_report
 from optimizer.cli.service import cmd_decisions, cmd_estimate, cmd_serve, cmd_status
 from optimizer.errors import KNOWN
 
@@ -133,6 +134,12 @@ def _add_optimize(commands: Any) -> None:
         "by them), suggest (change nothing; name the keys the workload wants), set (make the Z columns the keys)",
     )
     opt.add_argument(
+        "--full",
+        action="store_true",
+        help="a liquid-clustered table: Delta's OPTIMIZE FULL (Delta 3.3+), re-clustering the files clustered by "
+        "other keys too, as after a key change",
+    )
+    opt.add_argument(
         "--no-key-statistics",
         action="store_true",
         help="leave the table's statistics columns as they are (default: clustering keys get min/max first)",
@@ -206,6 +213,14 @@ def _add_decisions(commands: Any) -> None:
     dec.add_argument("--last", type=int, default=20)
     dec.add_argument("--json", action="store_true")
     dec.set_defaults(handler=cmd_decisions)
+    report = commands.add_parser(
+        "report", help="a table's decisions as a chart: bytes per query, jobs, realised benefit"
+    )
+    report.add_argument("table", help="the configured table's name")
+    report.add_argument("--config", required=True)
+    report.add_argument("--output", help="a .png, .svg, .pdf or .html file (default: TABLE-report.png)")
+    report.add_argument("--last", type=int, default=500, help="the latest records drawn")
+    report.set_defaults(handler=cmd_report)
 
 
 def _add_querylog(commands: Any) -> None:

@@ -144,6 +144,7 @@ def _table_status(table: TableSettings, state: TableState) -> dict[str, Any]:
         "last_decision": state.last_decision,
         "ticks": state.ticks,
         "last_optimized_version": state.last_optimized_version,
+        "realised": _realised(table, state),
     }
     try:
         delta = open_table(table.path)
@@ -165,8 +166,10 @@ def _table_status(table: TableSettings, state: TableState) -> dict[str, Any]:
 
 
 def _print_table_status(entry: Mapping[str, Any]) -> None:
-    """A table's status for an operator: files, clustered and unclustered bytes, layouts, last decision."""
+    """A table's status for an operator: files, clustered and unclustered bytes, layouts, last decision,
+    what its jobs realised."""
     from optimizer.inspect import human_bytes
+    from optimizer.service.realised import realised_line
 
     decision = entry["last_decision"] or {}
     print(f"{entry['table']}{' [paused]' if entry['paused'] else ''}")
@@ -187,6 +190,34 @@ def _print_table_status(entry: Mapping[str, Any]) -> None:
         f"  last decision: {decision.get('ts', 'never')} {str(decision.get('action', '')).upper()} "
         f"{decision.get('reason', '')}"
     )
+    print(f"  {realised_line(entry['realised'])}")
+
+
+def _realised(table: TableSettings, state: TableState) -> dict[str, Any]:
+    """What the table's jobs realised so far (`service.realised`): the totals, and the jobs still measured."""
+    from optimizer.service.realised import figures, totals_dict
+
+    return {**totals_dict(state.realised), "measuring": [figures(job, table.thresholds) for job in state.measured]}
+
+
+def _realised_figures(realised: Mapping[str, Any]) -> str:
+    """A job's realised figures so far, for `deltaopt decisions`."""
+    estimated = realised.get("estimated_for_scans")
+    against = f" (estimate for those scans {estimated:,.1f})" if estimated is not None else ""
+    superseded = f"; {realised['superseded']}" if realised.get("superseded") else ""
+    return (
+        f"realised: {realised['benefit']:,.1f} cluster-s, {realised['bytes_saved']:,.0f} bytes saved over "
+        f"{realised['scans']} scan(s){against}, {realised['unevaluable']} unevaluable{superseded}"
+    )
+
+
+def _liquid_line(liquid: Mapping[str, Any]) -> str:
+    """A liquid table's tick for `deltaopt decisions`, named as Databricks' history names the operation."""
+    keys = ", ".join(liquid.get("keys") or ()) or "none"
+    wanted = ", ".join(liquid.get("wanted") or ()) or "none"
+    operation = liquid.get("operation") or "no operation"
+    full = " FULL" if liquid.get("full") else ""
+    return f"liquid ({liquid.get('mode')}): {operation}{full}; keys ({keys}), the workload wants ({wanted})"
 
 
 def _fleet_status(args: argparse.Namespace) -> int:
@@ -223,5 +254,9 @@ def cmd_decisions(args: argparse.Namespace) -> int:
             )
         if r.features:
             print(f"    features: z={r.features.get('z')} sop={r.features.get('sop')}")
+        if r.realised:
+            print(f"    {_realised_figures(r.realised)}")
+        if r.liquid:
+            print(f"    {_liquid_line(r.liquid)}")
     print(f"{len(records)} decision(s)")
     return 0

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from optimizer.clustering.curves import CURVE_NAMES
 from optimizer.clustering.result import DeltaCommandResult, LiquidOutcome, OptimizeResult
 from optimizer.config_types import LiquidMode
 from optimizer.errors import TableAccessError, UnsupportedTableError
@@ -33,6 +34,7 @@ from optimizer.features import FeatureSet, ZFeature
 from optimizer.skipping.extended import ExtendedStats, unclustered_files, write_index
 from optimizer.table.delta_sql_commit import DeltaSqlCommitter
 from optimizer.table.rewrite import DeltaOptimize
+from optimizer.table.zcubes import check_full
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -62,7 +64,14 @@ def delta_expressible(features: FeatureSet, clustered: bool = False) -> tuple[Fe
     they cannot express)."""
     keys, left = clustering_keys(features, MAX_KEYS if clustered else None)
     kept = tuple(f for f in features.z if f.is_plain_column and f.column in keys)
-    return replace(features, z=kept, sop=(), joined=()), left
+    if clustered:  # a liquid table's OPTIMIZE orders by its own curve (`estimate.liquid.keys_layout`)
+        return replace(features, z=kept, sop=(), joined=()), left
+    return replace(features, z=kept, sop=(), joined=(), curve="z"), left + _zorder_only(features)
+
+
+def _zorder_only(features: FeatureSet) -> list[str]:
+    """The curve ``OPTIMIZE ZORDER BY`` cannot follow, named as not applied (it orders by Z-order only)."""
+    return [CURVE_NAMES[features.curve]] if features.curve != "z" else []
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,7 @@ class CommandRun:
     progress: Progress
     metadata: Mapping[str, Any] | None = None
     files: Sequence[DataFile] | None = None
+    full: bool = False  # a liquid table: OPTIMIZE FULL (files clustered by other keys too)
 
 
 def optimize_with_delta(
@@ -92,7 +102,7 @@ def optimize_with_delta(
     tag = {"operation": "OPTIMIZE", "runId": run.run_id, "features": features.as_dict(), **dict(run.metadata or {})}
     committer = opened.committer
     assert isinstance(committer, DeltaSqlCommitter)  # `open_path` gives Delta's commands their committer
-    version, done = apply_with_delta(committer, path, features, tag, snapshot.version)
+    version, done = apply_with_delta(committer, path, features, tag, snapshot.version, full=run.full)
     summary = done.describe()
     run.progress(summary)
     if version is not None:
@@ -140,21 +150,37 @@ def _result(
 
 
 def apply_with_delta(
-    committer: DeltaSqlCommitter, path: RewritePath, features: FeatureSet, tag: Mapping[str, Any], read_version: int
+    committer: DeltaSqlCommitter,
+    path: RewritePath,
+    features: FeatureSet,
+    tag: Mapping[str, Any],
+    read_version: int,
+    *,
+    full: bool = False,
 ) -> tuple[int | None, DeltaCommandResult]:
     """Lay the table out by `features` with Delta's own commands: OPTIMIZE on a liquid table, by keys the
     path's `liquid` says whose, else OPTIMIZE ZORDER BY. Returns the version committed (None: nothing
     rewritten, or `suggest`: nothing run) and what was done (``versions``: every commit of the run, found
     by the run's tag after `read_version`; the version is the last of them). Raises
-    `UnsupportedTableError` before any change when `liquid` is `set` and no feature is a plain column."""
+    `UnsupportedTableError` before any change when `liquid` is `set` and no feature is a plain column, or
+    `full` is asked of a table that is not liquid or of a session whose Delta predates it (`zcubes.check_full`).
+    `full`: ``OPTIMIZE ... FULL`` (files clustered by other keys re-clustered too)."""
     clustered = path.liquid_table
+    if full and not clustered:
+        raise UnsupportedTableError(
+            f"{committer.table.uri} is not liquid-clustered: OPTIMIZE FULL re-clusters a liquid table's files "
+            "only; nothing was changed"
+        )
+    if full:  # a Delta without FULL would fail only after the CLUSTER BY below committed
+        check_full(committer.spark, committer.table.uri)
     keys, left = clustering_keys(features, MAX_KEYS if clustered else None)
+    left = left if clustered else left + _zorder_only(features)
     done = DeltaCommandResult(keys=keys, not_applied=left, clustered=clustered)
     if clustered:
         done = _liquid_keys(committer, done, path.liquid)
         if path.liquid == "suggest":  # the table is left exactly as it is
             return None, done
-    request = DeltaOptimize(read_version, tag, () if clustered else tuple(keys))
+    request = DeltaOptimize(read_version, tag, () if clustered else tuple(keys), full=full)
     try:
         committed = committer.optimize(request)
     except TableAccessError as error:

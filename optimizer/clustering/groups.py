@@ -47,7 +47,8 @@ def layout_key(features: FeatureSet | Mapping[str, Any] | None) -> str:
     z = [f.expression for f in layout.z]
     sop = sorted(f.predicate for f in layout.sop)
     joined = f" joined={json.dumps([j.helper for j in layout.joined])}" if layout.joined else ""  # keys before stay
-    return f"z={json.dumps(z)} sop={json.dumps(sop)}{joined}"
+    curve = f" curve={layout.curve}" if layout.curve != "z" else ""  # likewise: Z-order says nothing
+    return f"z={json.dumps(z)} sop={json.dumps(sop)}{joined}{curve}"
 
 
 def clustered_groups(

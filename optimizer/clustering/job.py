@@ -29,7 +29,7 @@ from optimizer.clustering.layout import Layout, Progress, cluster_frame, fingerp
 from optimizer.clustering.layout_commit import Staged, commit_staged, index_keys, keys_health
 from optimizer.clustering.result import OptimizeResult
 from optimizer.config_types import LiquidMode
-from optimizer.errors import ClusteringError
+from optimizer.errors import ClusteringError, UnsupportedTableError
 from optimizer.features import FeatureSet
 from optimizer.skipping.collect import stats_spec
 from optimizer.skipping.extended import ExtendedStats, to_json, unclustered_files, write_index
@@ -64,18 +64,26 @@ def optimize(
     output: OutputSettings = OutputSettings(),
     stats_for_keys: bool = True,
     liquid: LiquidMode = "keep",
+    full: bool = False,
 ) -> OptimizeResult:
     """Rewrite `files` (default: the files no deltaopt run clustered) with the combined layout, written
     with `output`'s codec and row-group size (the table's own codec property wins). With
     `stats_for_keys`, clustering keys without min/max statistics get them first (`table.key_stats`). A
     liquid table (its keys are the user's: changed only when `liquid` is ``set``), or any table in a SQL-only
-    session, is laid out by Delta's commands (`clustering.by_delta`). Raises `ClusteringError` (bad feature,
+    session, is laid out by Delta's commands (`clustering.by_delta`; `full`: a liquid table's OPTIMIZE FULL,
+    refused elsewhere). Raises `ClusteringError` (bad feature,
     rows differ), `CommitConflictError` (lost a race: nothing committed), `TableAccessError`."""
     started = time.perf_counter()
     run_id = run_id or uuid.uuid4().hex[:16]
     opened = open_path(spark, table, snapshot, liquid=liquid)  # an unsafe store, a feature: refused before any work
     if opened.path.by_delta:  # Delta's own commands lay it out
-        return optimize_with_delta(opened, table, features, CommandRun(run_id, progress, metadata, files))
+        run = CommandRun(run_id, progress, metadata, files, full=full)
+        return optimize_with_delta(opened, table, features, run)
+    if full:
+        raise UnsupportedTableError(
+            f"{table.uri} is not liquid-clustered: OPTIMIZE FULL re-clusters a liquid table's files only; "
+            "nothing was read or written"
+        )
     plan = _Plan(run_id, target_file_size, order_ids, output, progress)
     return _layout_run(spark, table, opened, features, _LayoutRun(plan, files, metadata, stats_for_keys, started))
 

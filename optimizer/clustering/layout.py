@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from optimizer.clustering.curves import CURVE_NAMES
 from optimizer.clustering.joined import with_joined
 from optimizer.clustering.ordering import order_partitions
 from optimizer.clustering.sop import SopPartition, cluster
@@ -183,7 +184,7 @@ def _counted_layout(
         helpers=helpers,
         row_groups=row_groups,
     )
-    progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
+    progress(f"{CURVE_NAMES[features.curve]} over {len(dimensions)} dimension(s) into {files} file(s)")
     labels = _labels(features, helpers)
     return Layout(laid_out, files, len(vectors), tuple(ordered), tuple(dimensions), fingerprints, None, labels)
 
@@ -229,7 +230,7 @@ def _observed_layout(
         observe=lambda f: f.observe(observation, *metrics),
         helpers=helpers,
     )
-    progress(f"Z-order over {len(dimensions)} dimension(s) into {files} file(s)")
+    progress(f"{CURVE_NAMES[features.curve]} over {len(dimensions)} dimension(s) into {files} file(s)")
     observed = (observation, frame, tuple(data_names))
     return Layout(laid_out, files, 0, (), tuple(dimensions), {}, observed, labels=_labels(features, helpers))
 
@@ -334,5 +335,6 @@ def _zorder_features(
         observe=observe,
         helpers=helpers,
         row_groups=row_groups,
+        curve=features.curve,
     )
     return laid_out.drop(*columns, *([helpers.sop_id] if sop_id else [])), dimensions

@@ -3,8 +3,9 @@
 Each dimension is mapped to a *range id* from quantile boundaries of a sample of its values, as
 Delta's OPTIMIZE ZORDER does: robust to skew and defined for any orderable type (numbers, dates,
 timestamps, strings). The range id is a nested CASE (a binary search over the boundaries) evaluated by
-Spark, NULL is range 0. The ids' bits are interleaved into one 64-bit key; the same sample gives the
-file boundaries of the key, so rows go to files of the target size in one shuffle, sorted within files.
+Spark, NULL is range 0. The ids become one 64-bit key along a curve (`curves`: Z-order, the ids' bits
+interleaved, or a Hilbert curve, `FeatureSet.curve`); the same sample gives the file boundaries of the
+key, so rows go to files of the target size in one shuffle, sorted within files.
 
 Resolution: n files over d dimensions cut each dimension about n^(1/d) times; the boundaries give 16x
 that resolution (between 16 and 1024 ranges). One dimension needs no ranges at all: it is sorted by
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from optimizer.clustering.curves import check_curve, curve_ids, with_curve_key
+from optimizer.features import Curve
 from optimizer.spark_arrow import to_arrow
 from optimizer.table.fingerprint import hashable_columns
 
@@ -77,29 +80,6 @@ def range_id(column: Column, boundaries: Sequence[Any]) -> Column:
     return F.when(column.isNull(), F.lit(0)).otherwise(search(0, len(boundaries)) + F.lit(1)).cast("long")
 
 
-def interleave(ids: Sequence[Column], bits: Sequence[int]) -> Column:
-    """The Z-value: bit t of dimension i goes to position t * d + i (dimensions with fewer bits drop out
-    of the higher rounds), so every dimension gets equal weight at every level of the curve."""
-    from pyspark.sql import functions as F
-
-    key = F.lit(0).cast("long")
-    position = 0
-    for t in range(max(bits)):
-        for i, column in enumerate(ids):
-            if t < bits[i]:
-                bit = F.shiftright(column, t).bitwiseAND(F.lit(1))
-                key = key.bitwiseOR(F.shiftleft(bit, position))
-                position += 1
-    if position > 63:
-        raise ValueError(f"Z-value needs {position} bits; at most 63 fit in a long")
-    return key
-
-
-def interleave_value(ids: Sequence[int], bits: Sequence[int]) -> int:
-    """The Z-value `interleave` computes in Spark, for one row in Python (`_interleave_ids` for many)."""
-    return int(_interleave_ids([np.array([i], dtype=np.int64) for i in ids], bits)[0])
-
-
 @dataclass(frozen=True)
 class GroupIndex:
     """Where a layout never written (the estimator's virtual files) puts each row's row group: the
@@ -147,6 +127,11 @@ class Helpers:
     def zkey(self) -> str:
         return f"{self.prefix}zkey"
 
+    @property
+    def curve(self) -> str:
+        """The prefix of the columns a curve's key is computed through (`curves.with_curve_key`)."""
+        return f"{self.prefix}curve_"
+
 
 def zorder(
     frame: DataFrame,
@@ -161,8 +146,9 @@ def zorder(
     observe: Callable[[DataFrame], DataFrame] | None = None,
     helpers: Helpers | None = None,
     row_groups: GroupIndex | None = None,
+    curve: Curve = "z",
 ) -> tuple[DataFrame, list[Dimension]]:
-    """`frame`'s `rows` rows cut into about `files` files by (`leading` columns, Z-value of `columns`)
+    """`frame`'s `rows` rows cut into about `files` files by (`leading` columns, `curve` key of `columns`)
     and sorted within each (one column: by its value), with the dimensions used. Table partition
     columns lead, so each file mostly falls in one table partition.
 
@@ -180,6 +166,7 @@ def zorder(
     `row_groups` gives each row its row group within its file (`GroupIndex`)."""
     from pyspark.sql import functions as F
 
+    check_curve(curve, len(columns))
     files = max(files, 1)
     names = helpers or Helpers.avoiding(frame.columns)
     every = hashable_columns([frame.schema[c] for c in frame.columns])
@@ -194,15 +181,24 @@ def zorder(
     ranges = ranges_for(files, len(columns))
     dimensions = [Dimension(c, quantile_boundaries(values[c], ranges) if ranges else ()) for c in columns]
     if len(dimensions) > 1:
-        ids = [range_id(F.col(f"`{d.column}`"), d.boundaries) for d in dimensions]
-        frame = frame.withColumn(names.zkey, interleave(ids, [d.bits for d in dimensions]))
+        frame = _with_key(frame, dimensions, names, curve)
         added.append(names.zkey)
-    key_columns, sampled = _order_key(dimensions, leading, values, names)
+    key_columns, sampled = _order_key(dimensions, leading, values, names, curve=curve)
     cuts = file_cuts(sampled, files)
     if row_groups is not None:  # the same order cut `groups` times finer: consecutive rows of a file
         finer = file_cuts(sampled, files * row_groups.groups)
         frame = frame.withColumn(row_groups.column, _file_index(key_columns, finer))
     return _placed(frame, key_columns, cuts, file_column=file_column, observe=observe).drop(*added), dimensions
+
+
+def _with_key(frame: DataFrame, dimensions: Sequence[Dimension], names: Helpers, curve: Curve) -> DataFrame:
+    """`frame` with the order key of two or more `dimensions` in `names.zkey`: their range ids along
+    the curve (`curves`), a column of its own as the file index and the sort compare it many times."""
+    from pyspark.sql import functions as F
+
+    ids = [range_id(F.col(f"`{d.column}`"), d.boundaries) for d in dimensions]
+    bits = [d.bits for d in dimensions]
+    return with_curve_key(frame, names.zkey, ids, bits, curve=curve, scratch=names.curve)
 
 
 def _placed(
@@ -259,10 +255,15 @@ def _sample(frame: DataFrame, names: Sequence[str], rows: int, wanted: int, seed
 
 
 def _order_key(
-    dimensions: Sequence[Dimension], leading: Sequence[str], values: Mapping[str, list[Any]], names: Helpers
+    dimensions: Sequence[Dimension],
+    leading: Sequence[str],
+    values: Mapping[str, list[Any]],
+    names: Helpers,
+    *,
+    curve: Curve,
 ) -> tuple[list[Column], list[list[Any]]]:
     """What rows are ordered by, as Spark columns, and the same key's components over the sampled rows
-    in `values` (one list per component)."""
+    in `values` (one list per component; the curve's key by `curves.curve_ids`, as Spark computes it)."""
     from pyspark.sql import functions as F
 
     spark_columns = [F.col(f"`{c}`") for c in leading]
@@ -273,7 +274,7 @@ def _order_key(
     elif dimensions:
         spark_columns.append(F.col(f"`{names.zkey}`"))  # a column of its own: file index and sort compare it many times
         ids = [_range_ids(values[d.column], d.boundaries) for d in dimensions]
-        parts.append(_interleave_ids(ids, [d.bits for d in dimensions]).tolist())
+        parts.append(curve_ids(curve, ids, [d.bits for d in dimensions]).tolist())
     return spark_columns, parts
 
 
@@ -290,18 +291,6 @@ def _range_ids(values: list[Any], boundaries: Sequence[Any]) -> np.ndarray:
     else:
         ids[present] = 1
     return ids
-
-
-def _interleave_ids(ids: Sequence[np.ndarray], bits: Sequence[int]) -> np.ndarray:
-    """`interleave_value` over arrays of range ids."""
-    key = np.zeros(len(ids[0]), dtype=np.int64)
-    position = 0
-    for t in range(max(bits)):
-        for i, column in enumerate(ids):
-            if t < bits[i]:
-                key |= ((column >> t) & 1) << position
-                position += 1
-    return key
 
 
 def _ranks(values: Sequence[Any]) -> np.ndarray:

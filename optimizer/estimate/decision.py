@@ -179,6 +179,7 @@ def _compare_layouts(
         thresholds=i.thresholds,
         cost_model=i.cost_model,
         joined=joined,
+        hilbert=i.applies is None,  # Delta's commands lay out no deltaopt curve: price only what they apply
     )
     seconds = {**found.seconds, "benefit": time.perf_counter() - clock}
     best = max(evaluated, key=lambda e: e.net)

@@ -17,6 +17,7 @@ from costmodel.benefit import BenefitEstimate, combine
 from costmodel.cost import CostEstimate, CostModel
 from costmodel.rate import QueryRate, project_rate
 from optimizer.analysis.search import Score, SearchResult, best_single, greedy_search, layout_of
+from optimizer.clustering.curves import CURVE_NAMES, HILBERT_MAX_DIMENSIONS
 from optimizer.config import Thresholds
 from optimizer.estimate.record import LayoutSummary
 from optimizer.estimate.replay import Query, estimate_benefit, joined_helpers, with_joined_ranges, workload_queries
@@ -93,17 +94,19 @@ def evaluate_layouts(
     thresholds: Thresholds,
     cost_model: CostModel,
     joined: Sequence[JoinedFeature] = (),
+    hilbert: bool = True,
 ) -> list[LayoutEstimate]:
     """Cost and benefit of the analysed layout and its variants (`candidate_layouts`, with and without
-    the `joined` features), each measured on the same sample against the same replay (and, when
-    enabled, the same stored-bytes baseline)."""
+    the `joined` features; on a Hilbert curve too unless `hilbert` is false: the job that will run cannot
+    follow one), each measured on the same sample against the same replay (and, when enabled, the same
+    stored-bytes baseline)."""
     if thresholds.estimate_compression:
         baseline = measure_baseline(
             table, snapshot, files, sample=sample, target_files=replay.target_files, output=thresholds.output
         )
         replay = replace(replay, stored=baseline)
     if thresholds.compare_layouts:
-        candidates = candidate_layouts(features, joined)
+        candidates = candidate_layouts(features, joined, hilbert=hilbert)
     else:  # the thesis's order: the analysed features, each kind as the analyser chose it
         candidates = [("as analysed", replace(features, joined=tuple(joined)))]
     new_bytes = sum(f.size for f in files)
@@ -143,22 +146,38 @@ class LayoutEstimate:
         )
 
 
-def candidate_layouts(features: FeatureSet, joined: Sequence[JoinedFeature] = ()) -> list[tuple[str, FeatureSet]]:
+def candidate_layouts(
+    features: FeatureSet, joined: Sequence[JoinedFeature] = (), *, hilbert: bool = True
+) -> list[tuple[str, FeatureSet]]:
     """The analysed layout and variants the estimator compares (the thesis's own future work: let the
     benefit estimate pick the features). A feature left out of clustering keeps its statistics.
     With `joined` features, the layouts with them too: added to the analysed layout (in both orders
-    where it has SOP features) and to its Z features alone."""
+    where it has SOP features) and to its Z features alone. With `hilbert`, the analysed layout on a
+    Hilbert curve too. Variants keep the analysed layout's curve."""
     candidates = [("as analysed", features)] if not features.is_empty else []
     if joined:
         candidates.extend(_with_joined(features, tuple(joined)))
     if features.is_empty:
         return candidates
+    candidates.extend(_variants(features))
+    if hilbert and features.curve == "z" and 2 <= features.curve_dimensions <= HILBERT_MAX_DIMENSIONS:
+        # the same range ids on a curve whose consecutive keys are grid neighbours: each file (and row
+        # group) a more compact box with narrower min/max ranges, where a Z-order one can span distant
+        # boxes (with one dimension there is no curve: rows are sorted by its value)
+        candidates.append((CURVE_NAMES["hilbert"], replace(features, curve="hilbert")))
+    # a Hilbert layout given more dimensions (joined features) than its table has is left out
+    return [c for c in candidates if c[1].curve == "z" or c[1].curve_dimensions <= HILBERT_MAX_DIMENSIONS]
+
+
+def _variants(features: FeatureSet) -> list[tuple[str, FeatureSet]]:
+    """The analysed layout's other orders and subsets: the SOP id leading, each kind of feature alone,
+    and without its last Z feature."""
+    candidates: list[tuple[str, FeatureSet]] = []
     if features.z and features.sop:
         if not features.sop_leads:
             candidates.append(("SOP id leading", replace(features, sop_leads=True)))
-        candidates.append(
-            ("Z-order only", FeatureSet(z=features.z, z_add=features.z_add, sop_add=(*features.sop, *features.sop_add)))
-        )
+        z_only = FeatureSet(z=features.z, z_add=features.z_add, sop_add=(*features.sop, *features.sop_add))
+        candidates.append(("Z-order only", replace(z_only, curve=features.curve)))
         candidates.append(
             (
                 "SOP only",
@@ -167,6 +186,7 @@ def candidate_layouts(features: FeatureSet, joined: Sequence[JoinedFeature] = ()
                     sop_add=features.sop_add,
                     z_add=(*features.z, *features.z_add),
                     sop_weights=features.sop_weights,
+                    curve=features.curve,
                 ),
             )
         )
@@ -180,6 +200,7 @@ def candidate_layouts(features: FeatureSet, joined: Sequence[JoinedFeature] = ()
                     z_add=(features.z[-1], *features.z_add),
                     sop_add=features.sop_add,
                     sop_weights=features.sop_weights,
+                    curve=features.curve,
                 ),
             )
         )

@@ -1,5 +1,5 @@
 """Decision records: one per tick per table, as a JSON line in the decision log (written at once) and a
-row of the decisions Delta table (committed in batches: at most one commit per ``flush`` seconds for the
+row of the decisions Delta table (committed in batches: at most one append per ``flush`` seconds for the
 whole fleet, and on `flush` at the end of a pass or on shutdown). The line and the row hold the same
 record, so operators can grep the file or query the table; a crash loses at most the last batch's rows
 from the table, never from the file.
@@ -7,7 +7,10 @@ from the table, never from the file.
 The table's columns follow Databricks' predictive-optimization history
 (``system.storage.predictive_optimization_operations_history``: start and end time, table, operation
 type, id, status, metrics, usage) so that the queries operators already have carry over, plus what no
-peer publishes: the estimated cost and benefit of every decision, and the reason.
+peer publishes: the estimated cost and benefit of every decision, the reason, and on a job's row what
+it realised over the scans after it (`service.realised`), set by one merge per flush as scans arrive
+(the measuring tick's line carries the same figures; a crash loses at most the last batch's updates,
+which the state's sums still hold).
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
+from sqlglot import exp
 
 log = logging.getLogger(__name__)
 MAX_PENDING = 100_000  # rows held for the table while it cannot be written (the file has them all)
@@ -52,7 +56,18 @@ DECISIONS_SCHEMA = pa.schema(
         pa.field("usage_unit", pa.string()),
         pa.field("usage_quantity", pa.float64()),  # measured cluster-seconds of the job
         pa.field("estimated_net_benefit", pa.float64()),
+        # what the job realised over the scans after it (`service.realised`), updated as scans arrive
+        pa.field("realised_benefit", pa.float64()),  # cluster-seconds saved, the unit of `benefit`
+        pa.field("realised_bytes_saved", pa.float64()),  # bytes saved, readers mixed by the table's shares
+        pa.field("realised_scans", pa.int64()),  # scans measured so far
+        pa.field("realised_at", pa.timestamp("us", tz="UTC")),  # when the figures were last updated
+        pa.field("realised", pa.string()),  # the whole measurement as JSON (per reader, window, caveats)
     ]
+)
+REALISED_COLUMNS = ("realised_benefit", "realised_bytes_saved", "realised_scans", "realised_at", "realised")
+REALISED_KEYS = ("start_time", "table_name", "operation_id")  # how a job's row is found again
+REALISED_SCHEMA = pa.schema(
+    [DECISIONS_SCHEMA.field(name) for name in ("start_time", "table_name", "operation_id", *REALISED_COLUMNS)]
 )
 STATUS = {
     "optimize": "SUCCESSFUL",
@@ -72,6 +87,7 @@ class DecisionLog:
         self.flush_seconds = flush_seconds
         self._lock = threading.Lock()
         self._pending: list[dict[str, Any]] = []
+        self._realised: dict[tuple[str, str], dict[str, Any]] = {}  # (table, run id) -> its row's new figures
         self._flushed = float("-inf")  # monotonic time of the last commit: the first row commits at once
         self.commits = 0
 
@@ -91,35 +107,83 @@ class DecisionLog:
         if due:
             self.flush()
 
+    def realised(self, table: str, row_ts: datetime, figures: Mapping[str, Any]) -> None:
+        """Queue a job's realised figures so far (`service.realised.figures`) for its row (the table's,
+        with the job's run id and start time `row_ts`), set by the next flush; a job's latest figures
+        replace any still queued. The tick's record carries them too (the JSON-lines file)."""
+        run_id = str(figures["run_id"])
+        update = {
+            "start_time": row_ts,
+            "table_name": table,
+            "operation_id": run_id,
+            "realised_benefit": float(figures["benefit"]),
+            "realised_bytes_saved": float(figures["bytes_saved"]),
+            "realised_scans": int(figures["scans"]),
+            "realised_at": datetime.now(UTC),
+            "realised": json.dumps(figures, default=str, sort_keys=True),
+        }
+        with self._lock:
+            self._realised[(table, run_id)] = update
+
     def flush(self) -> int:
-        """Commit the queued rows in one append (best effort: on failure they stay queued and the
-        failure is logged; the lines are on disk). Returns the rows committed."""
+        """Commit the queued rows in one append, then set the queued realised figures on their job rows
+        in one merge (best effort: on failure they stay queued and the failure is logged; the lines are
+        on disk). Returns the rows committed."""
         with self._lock:
             rows, self._pending = self._pending, []
             self._flushed = time.monotonic()
-            if not rows:
-                return 0
-            try:
-                write_deltalake(
-                    self.table_path,
-                    pa.Table.from_pylist(rows, schema=DECISIONS_SCHEMA),
-                    mode="append",
-                    schema_mode="merge",  # tables written before the operator columns gain them
-                    name="deltaopt_decisions",
-                )
-            except (DeltaError, OSError, ValueError) as err:
+            if rows and not self._append(rows):
                 self._pending = rows + self._pending
-                log.warning("could not append %d decision(s) to %s: %s", len(rows), self.table_path, err)
                 return 0
-            self.commits += 1
+            updates, self._realised = self._realised, {}
+            if updates and not self._update(list(updates.values())):
+                self._realised = {**updates, **self._realised}
             return len(rows)
+
+    def _append(self, rows: list[dict[str, Any]]) -> bool:
+        """Append `rows` in one commit; False (logged) when the table cannot be written."""
+        try:
+            write_deltalake(
+                self.table_path,
+                pa.Table.from_pylist(rows, schema=DECISIONS_SCHEMA),
+                mode="append",
+                schema_mode="merge",  # tables written before the operator columns gain them
+                name="deltaopt_decisions",
+            )
+        except (DeltaError, OSError, ValueError) as err:
+            log.warning("could not append %d decision(s) to %s: %s", len(rows), self.table_path, err)
+            return False
+        self.commits += 1
+        return True
+
+    def _update(self, updates: list[dict[str, Any]]) -> bool:
+        """Set the realised columns of the job rows `updates` name, in one merge. The rows are found by
+        table, run id and start time; only files from the earliest start time on are read (a literal
+        bound the merge prunes files by: the rows of jobs still measured are days old at most)."""
+        earliest = min(u["start_time"] for u in updates).astimezone(UTC).isoformat()
+        bound = exp.GTE(
+            this=exp.column("start_time", table="t"), expression=exp.cast(exp.Literal.string(earliest), "TIMESTAMP")
+        )
+        matches = [exp.column(c, table="t").eq(exp.column(c, table="s")) for c in REALISED_KEYS]
+        try:
+            DeltaTable(self.table_path).merge(
+                pa.Table.from_pylist(updates, schema=REALISED_SCHEMA),
+                predicate=exp.and_(*matches, bound).sql(),
+                source_alias="s",
+                target_alias="t",
+                merge_schema=True,  # a table written before the realised columns gains them
+            ).when_matched_update(updates={c: exp.column(c, table="s").sql() for c in REALISED_COLUMNS}).execute()
+        except (DeltaError, OSError, ValueError) as err:
+            log.warning("could not set the realised figures of %d job(s) in %s: %s", len(updates), self.table_path, err)
+            return False
+        self.commits += 1
+        return True
 
     def read(self, table: str | None = None, last: int = 20) -> list[dict[str, Any]]:
         """The latest `last` records (of one table), oldest first, from the Delta table (or the file)
         and the rows not yet committed."""
         try:
-            data = DeltaTable(self.table_path).to_pyarrow_table(columns=["record"])
-            records = [json.loads(r) for r in data.column("record").to_pylist()]
+            records = _table_records(DeltaTable(self.table_path))
         except (TableNotFoundError, DeltaError, OSError):
             if not self.jsonl_path.exists():
                 return []
@@ -127,10 +191,28 @@ class DecisionLog:
         else:
             with self._lock:
                 records += [json.loads(r["record"]) for r in self._pending]
+                queued = {key: json.loads(u["realised"]) for key, u in self._realised.items()}
+            for r in records:  # figures not merged yet are the newest
+                found = queued.get((str(r.get("table")), str((r.get("job") or {}).get("run_id"))))
+                if found is not None:
+                    r["realised"] = found
         if table is not None:
             records = [r for r in records if r.get("table") == table]
         records.sort(key=lambda r: r.get("ts", ""))
         return records[-last:]
+
+
+def _table_records(table: DeltaTable) -> list[dict[str, Any]]:
+    """The records of the decisions table, a job's with its realised figures (the ``realised`` column,
+    absent from tables no measurement has updated yet) under ``realised``."""
+    names = table.schema().to_arrow().names
+    data = table.to_pyarrow_table(columns=["record", "realised"] if "realised" in names else ["record"])
+    records = [json.loads(r) for r in data.column("record").to_pylist()]
+    if "realised" in names:
+        for record, realised in zip(records, data.column("realised").to_pylist(), strict=True):
+            if realised is not None:
+                record["realised"] = json.loads(realised)
+    return records
 
 
 @dataclass(frozen=True)
@@ -173,6 +255,8 @@ class LoggedDecision:
     version: int | str = "?"  # "?" on a line without one
     job: LoggedJob | None = None
     features: Mapping[str, Any] = field(default_factory=dict)  # the layout chosen ({}: none)
+    realised: Mapping[str, Any] | None = None  # a job's realised figures so far (`service.realised`)
+    liquid: Mapping[str, Any] | None = None  # a liquid table's tick: the operation and keys (`service.liquid`)
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> LoggedDecision:
@@ -185,6 +269,8 @@ class LoggedDecision:
             version=record.get("version", "?"),
             job=LoggedJob.from_dict(job) if job else None,
             features=record.get("features") or {},
+            realised=record.get("realised"),
+            liquid=record.get("liquid"),
         )
 
 

@@ -7,9 +7,10 @@ Its own module so that the tick (`service.tick`), the job (`service.jobs`) and w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from optimizer.errors import JobSubmissionError
 from optimizer.features import FeatureSet
@@ -19,8 +20,10 @@ from optimizer.verdict import Verdict
 
 if TYPE_CHECKING:
     from optimizer.config import TableSettings
+    from optimizer.config_types import LiquidMode
     from optimizer.estimate.record import Decision
     from optimizer.service.drift import ReclusterPlan
+    from optimizer.service.liquid import LiquidPlan
     from optimizer.service.merge import MergePlan
 
 Job = tuple[Executor, str] | JobSubmissionError  # the executor and why; or why there is none
@@ -39,6 +42,8 @@ class PendingJob:
     cost: float  # cluster-seconds the estimate expects it to take
     reclustered_bytes: int | None = None  # a merge or drift run: counted against the daily ledger
     drift_group: str | None = None  # drift: the older layout's group, due for a check again after it
+    liquid: LiquidMode | None = None  # a liquid table's job: whose keys Delta's OPTIMIZE runs by (None: config's)
+    full: bool = False  # a liquid table's key change: OPTIMIZE FULL (the files clustered by the old keys too)
 
 
 @dataclass
@@ -56,6 +61,8 @@ class Draft:
     reused: bool = False
     pending: PendingJob | None = None  # the job decided on, for the fleet queue
     queued: bool = False  # the queue already holds this table's job (a repeated verdict)
+    liquid: LiquidPlan | None = None  # a liquid table's plan (`service.liquid`)
+    measured: tuple[Mapping[str, Any], ...] = ()  # earlier jobs this tick's scans measured (`service.realised`)
 
     def record(self, table: TableSettings, now: datetime, *, dry_run: bool, seconds: float) -> TickRecord:
         """The record of a tick (`service.tick.TickRun`) or of the job it started (`service.jobs.JobRun`)."""
@@ -73,5 +80,7 @@ class Draft:
             new_queries=self.new_queries,
             previous_run=self.previous_run,
             reused=self.reused,
+            liquid=self.liquid,
+            measured=self.measured,
             tick_seconds=round(seconds, 3),
         )

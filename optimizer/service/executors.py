@@ -52,6 +52,7 @@ class OptimizeRequest:
     output: OutputSettings = OutputSettings()  # codec and row-group size to write with
     stats_for_keys: bool = True  # clustering keys without min/max get them first (`table.key_stats`)
     liquid: LiquidMode = "keep"  # a liquid table's clustering keys: the user's, set only with `set`
+    full: bool = False  # a liquid table: Delta's OPTIMIZE FULL (after a key change, the old files too)
 
 
 @dataclass(frozen=True)
@@ -76,18 +77,20 @@ def liquid_refusal(
     *,
     keys: Callable[[], Sequence[str] | None] | None = None,
     net: float | None = None,
+    decided_liquid: bool = False,
 ) -> str | None:
     """Why a service job must not run on `latest`: the table became liquid-clustered after the job was
-    decided (ticks skip liquid tables) and its clustering keys are the user's (``liquid`` keep or
+    decided (on a snapshot that was not liquid) and its clustering keys are the user's (``liquid`` keep or
     suggest). The one rule both the job's start (`jobs`) and the in-process executor apply, the second
     on the snapshot it would run on. None: run it (not liquid; or ``set``, which lets the job make its
-    plain-column Z features the keys). The delta-rs snapshot decides; `keys` (a DESCRIBE DETAIL, which
-    needs a Spark session) is read only to name the keys in the refusal."""
+    plain-column Z features the keys; or a job decided on the table already liquid, `decided_liquid`: the
+    service priced Delta's OPTIMIZE by its rules, `service.liquid`). The delta-rs snapshot decides; `keys`
+    (a DESCRIBE DETAIL, which needs a Spark session) is read only to name the keys in the refusal."""
     from optimizer.clustering.by_delta import clustering_keys
     from optimizer.errors import TableAccessError
     from optimizer.table.rewrite_path import keys_are_users
 
-    if not keys_are_users(latest.features, liquid):
+    if decided_liquid or not keys_are_users(latest.features, liquid):
         return None
     try:
         named = "clustering keys " + (", ".join((keys() if keys else None) or ()) or "none") + ", "
@@ -139,7 +142,12 @@ class SparkExecutor:
         latest = table.snapshot()
         if is_liquid(latest.features):  # liquid since the decision: the job's start checked before this read
             refused = liquid_refusal(
-                latest, request.features, request.liquid, request.read_version, keys=self._keys(table)
+                latest,
+                request.features,
+                request.liquid,
+                request.read_version,
+                keys=self._keys(table),
+                decided_liquid=is_liquid(snapshot.features),
             )
             if refused is not None:
                 return JobOutcome(self.name, None, not_started=refused)
@@ -161,6 +169,7 @@ class SparkExecutor:
             output=request.output,
             stats_for_keys=request.stats_for_keys,
             liquid=request.liquid,
+            full=request.full,
         )
         return JobOutcome(
             self.name,
@@ -198,6 +207,7 @@ def optimize_command(request: OptimizeRequest) -> list[str]:
         *([] if request.stats_for_keys else ["--no-key-statistics"]),
         "--liquid",
         request.liquid,
+        *(["--full"] if request.full else []),
         "--json",
     ]
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from optimizer.errors import KNOWN, CommitConflictError, DeltaOptError, JobSubmissionError
 from optimizer.service.draft import Draft, Job, PendingJob
 from optimizer.service.executors import OptimizeRequest, SparkExecutor, liquid_refusal
+from optimizer.service.realised import track_job
 from optimizer.service.record import JobRecord, TickRecord
 from optimizer.service.state import RunInProgress, TableState
 from optimizer.table.access import commit_of_run
@@ -106,9 +107,10 @@ class JobRun:
             )
             self.state = self.state.with_(run=None)
         record = draft.record(self.table, self.when, dry_run=False, seconds=time.perf_counter() - self.started)
+        measured = track_job(self.state, record, self.table)  # later scans measure what it realised
         if draft.action is self.pending.action:  # committed: the sidecars of runs it replaced may go
             _prune_sidecars(self.table)
-        self.ctx.state.save(self.state.with_(verdict=None, last_decision=record.summary()))
+        self.ctx.state.save(measured.with_(verdict=None, last_decision=record.summary()))
         self.ctx.log(record)
         return record
 
@@ -154,7 +156,8 @@ class JobRun:
             files=pending.files,
             output=table.thresholds.output,
             stats_for_keys=table.thresholds.stats_for_clustering_keys,
-            liquid=ctx.config.liquid_for(table),
+            liquid=pending.liquid or ctx.config.liquid_for(table),
+            full=pending.full,
         )
         try:
             outcome = executor.run(request)
@@ -201,7 +204,13 @@ def _keys_to_keep(table: TableSettings, ctx: ServiceContext, pending: PendingJob
     local = not isinstance(pending.job, JobSubmissionError) and isinstance(pending.job[0], SparkExecutor)
     liquid = ctx.config.liquid_for(table)
     return liquid_refusal(
-        delta.snapshot(), pending.features, liquid, pending.read_version, keys=keys if local else None, net=pending.net
+        delta.snapshot(),
+        pending.features,
+        liquid,
+        pending.read_version,
+        keys=keys if local else None,
+        net=pending.net,
+        decided_liquid=pending.liquid is not None,
     )
 
 

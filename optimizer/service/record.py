@@ -3,11 +3,14 @@ serialisation (the decision log's JSON line and the decisions table's ``record``
 
 The JSON layout is the one operators and `deltaopt decisions` already read: the estimate's fields at
 the top level (``version``, ``new_bytes``, ``cost``, ``benefit``, ``features``, ``search`` ...), plus
-``action``, ``reason``, ``job``, ``recluster``, ``merge``, ``new_queries``, ``previous_run`` and ``tick_seconds``.
+``action``, ``reason``, ``job``, ``recluster``, ``merge``, ``new_queries``, ``previous_run`` and ``tick_seconds``,
+and ``measured`` when the tick's scans measured earlier jobs (each job's realised figures so far; a
+job's own record read back from the decisions table carries its latest under ``realised``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -18,6 +21,7 @@ if TYPE_CHECKING:
     from optimizer.estimate.record import Decision
     from optimizer.service.drift import ReclusterPlan
     from optimizer.service.executors import JobOutcome
+    from optimizer.service.liquid import LiquidPlan
     from optimizer.service.merge import MergePlan
 
 
@@ -56,6 +60,8 @@ class TickRecord:
     previous_run: str | None = None  # how a run found in progress was settled
     tick_seconds: float = 0.0
     reused: bool = False  # nothing moved: the last verdict repeated without an estimate (`service.idle`)
+    liquid: LiquidPlan | None = None  # a liquid table: Delta's clustering priced, the operation decided
+    measured: tuple[Mapping[str, Any], ...] = ()  # earlier jobs this tick's scans measured (`service.realised`)
 
     @property
     def reclustered(self) -> bool:
@@ -63,14 +69,19 @@ class TickRecord:
         return self.action in (Verdict.RECLUSTER, Verdict.RECLUSTER_DRY_RUN, Verdict.RECLUSTER_LOST_RACE)
 
     @property
+    def chosen(self) -> Decision | None:
+        """The estimate behind the layout this tick chose: re-clustering's when it re-clustered, the
+        merge's when the young runs joined the new data, else the new-data estimate."""
+        if self.reclustered:
+            return self.recluster.decision if self.recluster is not None else None
+        if self.merge is not None and self.merge.taken and self.merge.decision is not None:
+            return self.merge.decision
+        return self.decision
+
+    @property
     def features(self) -> dict[str, object]:
         """The features of the layout this tick chose (re-clustering's, when it re-clustered)."""
-        if self.reclustered:
-            chosen = self.recluster.decision if self.recluster is not None else None
-            return _features(chosen)
-        if self.merge is not None and self.merge.taken and self.merge.decision is not None:
-            return _features(self.merge.decision)
-        return _features(self.decision)
+        return _features(self.chosen)
 
     def summary(self) -> dict[str, Any]:
         """What `deltaopt status` shows of the latest tick."""
@@ -94,11 +105,15 @@ class TickRecord:
             data["merge"] = self.merge.as_dict()
             if self.merge.taken and self.merge.decision is not None:
                 data.update(features=_features(self.merge.decision), net=self.merge.decision.net)
+        if self.liquid is not None:
+            data["liquid"] = self.liquid.as_dict()
         if self.job is not None:
             data["job"] = self.job.as_dict()
         data["tick_seconds"] = self.tick_seconds
         if self.reused:
             data["reused"] = True
+        if self.measured:
+            data["measured"] = [dict(job) for job in self.measured]
         return data
 
 

@@ -15,7 +15,10 @@ temporary name, then renamed), so a crash leaves either the old or the new state
 * ``recluster_checked``: when each older layout's files were last estimated, so that the few groups
   one tick estimates rotate;
 * ``verdict``: the last verdict a tick may repeat while nothing it was made from moved (`service.idle`):
-  what it was made from (``key``), ``at``, ``action``, ``reason``; null: none (``{}`` in older files).
+  what it was made from (``key``), ``at``, ``action``, ``reason``; null: none (``{}`` in older files);
+* ``measured``: the committed jobs whose realised benefit later scans still add to (`service.realised`),
+  each with the bytes those scans read so far per kind of reader; ``realised``: the table's running sums
+  over every job ever measured, whose estimated / realised ratio the estimator can use.
 """
 
 from __future__ import annotations
@@ -49,6 +52,61 @@ class RunInProgress:
 
 
 @dataclass(frozen=True)
+class ReaderBytes:
+    """What the scans measured so far read, summed, as one kind of reader prunes: over the files a job
+    replaced (`before`), over the files it wrote (`after`), and the replaced files unpruned (`total`)."""
+
+    before: float = 0.0
+    after: float = 0.0
+    total: float = 0.0
+
+    def plus(self, before: float, after: float, total: float) -> ReaderBytes:
+        return ReaderBytes(self.before + before, self.after + after, self.total + total)
+
+
+@dataclass(frozen=True)
+class MeasuredJob:
+    """A committed job whose realised benefit later scans add to (`service.realised`). Scans count from
+    `committed` (no earlier than the commit) until the benefit horizon ends or, once a later commit
+    rewrote some of its files (`superseded`), until that commit (`until`)."""
+
+    run_id: str
+    version: int  # the version the job committed: its files are those added at it
+    committed: str  # ISO 8601
+    estimated_share: float | None  # share of a query's bytes the estimate expected it to save (None: none)
+    estimated_benefit: float | None  # the estimate's benefit over its horizon, cluster-seconds
+    checked_version: int  # the newest version at which every file of the job was still active
+    scans: int = 0
+    unevaluable: int = 0  # scans whose filters could not be evaluated: counted as reading everything
+    missed: int = 0  # scans that fell in the window when the job's files could not be read from the log
+    readers: dict[str, ReaderBytes] = field(default_factory=dict)
+    superseded: int | None = None  # the later version that rewrote some of its files
+    until: str | None = None  # scans after this instant (that version's commit) do not count
+    row_ts: str | None = None  # the start time of its decisions-table row (None: it has none)
+
+    def with_(self, **changes: Any) -> MeasuredJob:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class RealisedTotals:
+    """A table's running sums over every measured job: cluster-seconds saved, and what the estimates
+    said the same scans would save (`estimated`, from jobs with an estimate)."""
+
+    jobs: int = 0
+    scans: int = 0
+    bytes_saved: float = 0.0
+    realised: float = 0.0  # cluster-seconds saved
+    estimated: float = 0.0  # cluster-seconds the estimates expected over the same scans
+    estimated_realised: float = 0.0  # `realised` of the jobs that have an estimate: the ratio's divisor
+
+    @property
+    def ratio(self) -> float | None:
+        """Estimated / realised over the scans measured (None until something was realised)."""
+        return round(self.estimated / self.estimated_realised, 4) if self.estimated_realised > 0 else None
+
+
+@dataclass(frozen=True)
 class TableState:
     table: str
     log_version: int | None = None
@@ -61,6 +119,10 @@ class TableState:
     reclustered: tuple[tuple[str, int], ...] = ()
     recluster_checked: dict[str, str] = field(default_factory=dict)
     verdict: LastVerdict | None = None  # the verdict a tick may repeat while nothing moved; None: none
+    liquid_wanted: tuple[str, ...] = ()  # a liquid table: the keys the workload wanted on the last full ticks
+    liquid_streak: int = 0  # on how many of them running (`service.liquid.Streak`)
+    measured: tuple[MeasuredJob, ...] = ()  # jobs later scans are still measured against
+    realised: RealisedTotals = field(default_factory=RealisedTotals)
 
     def with_(self, **changes: Any) -> TableState:
         return replace(self, **changes)
@@ -107,6 +169,10 @@ class StateStore:
             reclustered=tuple((str(ts), int(n)) for ts, n in data.get("reclustered") or ()),
             recluster_checked={str(k): str(v) for k, v in (data.get("recluster_checked") or {}).items()},
             verdict=_last_verdict(data.get("verdict")),
+            liquid_wanted=tuple(str(k) for k in data.get("liquid_wanted") or ()),
+            liquid_streak=int(data.get("liquid_streak") or 0),
+            measured=tuple(_measured_job(job) for job in data.get("measured") or ()),
+            realised=RealisedTotals(**(data.get("realised") or {})),
         )
 
     def save(self, state: TableState) -> None:
@@ -125,3 +191,9 @@ def _last_verdict(data: dict[str, Any] | None) -> LastVerdict | None:
         return LastVerdict(str(data["key"]), str(data["at"]), Verdict(data["action"]), str(data["reason"]))
     except (KeyError, ValueError):
         return None
+
+
+def _measured_job(data: dict[str, Any]) -> MeasuredJob:
+    """A stored measured job (its readers' sums as dicts)."""
+    readers = {str(name): ReaderBytes(**sums) for name, sums in (data.get("readers") or {}).items()}
+    return MeasuredJob(**{**data, "readers": readers})

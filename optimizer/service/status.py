@@ -2,7 +2,8 @@
 fleet file only, so it costs the same for ten tables or ten thousand and opens none of them.
 
 What it shows: how many tables last decided what, the top candidates in the queue (rank order), the
-budget used this hour and today against its limits, the last jobs, and the tables whose last tick failed.
+budget used this hour and today against its limits, the last jobs, the tables whose last tick failed, and
+what the jobs realised (`service.realised`), summed over the tables, against their estimates.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from optimizer.service.fleet import read_snapshot
+from optimizer.service.realised import realised_line, summed, totals_dict
 from optimizer.service.state import StateStore
 
 TOP = 10
@@ -21,10 +23,9 @@ TOP = 10
 def fleet_status(state_dir: str, fleet_path: str, top: int = TOP) -> dict[str, Any]:
     """The fleet's summary (see the module docstring)."""
     store = StateStore(state_dir)
-    decisions = {
-        path.name.removesuffix(".state.json"): store.load(path.name.removesuffix(".state.json")).last_decision
-        for path in sorted(Path(state_dir).glob("*.state.json"))
-    }
+    names = [path.name.removesuffix(".state.json") for path in sorted(Path(state_dir).glob("*.state.json"))]
+    states = [store.load(name) for name in names]
+    decisions = {name: state.last_decision for name, state in zip(names, states, strict=True)}
     queue = read_snapshot(fleet_path) or {}
     ledger = sorted(queue.get("ledger", []), key=lambda c: c["at"], reverse=True)
     failing = [
@@ -44,6 +45,7 @@ def fleet_status(state_dir: str, fleet_path: str, top: int = TOP) -> dict[str, A
         "top_candidates": queue.get("waiting", [])[:top],
         "last_jobs": ledger[:top],
         "failing": sorted(failing, key=lambda f: str(f["ts"]), reverse=True)[:top],
+        "realised": totals_dict(summed(state.realised for state in states)),
     }
 
 
@@ -71,6 +73,7 @@ def describe(status: dict[str, Any]) -> list[str]:
             f"  {j['at']} {j['table']}: {j['seconds']:,.1f} cluster-s (estimated {j['estimated']:,.1f})"
             for j in status["last_jobs"]
         ]
+    lines.append(realised_line(status["realised"]))
     if status["failing"]:
         lines.append("failing:")
         lines += [f"  {f['table']} at {f['ts']}: {f['reason']}" for f in status["failing"]]

@@ -2,10 +2,11 @@
 one `TickRun`.
 
     a job of this table running? ─► record that, decide nothing
-    paused? ─► record "paused"; a table feature no rewrite may touch (liquid clustering)? ─► "skip", why
+    paused? ─► record "paused"; a table feature deltaopt does not know? ─► "skip", why
     nothing moved since the last verdict? ─► repeat it (`service.idle`), no log replay, no Spark
     settle a run the state says was in progress (committed: note it; else it died: retry later)
     tail the query log from the stored position
+    liquid-clustered? ─► Delta's OPTIMIZE by its keys or the workload's, priced by its rules (`service.liquid`)
     estimate: enough unclustered bytes? features (benefit search)? cost vs benefit? ─► decision
     optimise? merge: the young runs laid out the same way join the new data when the union nets more
     no new data to optimise? drift: re-cluster files laid out for an older workload, within the budget
@@ -37,29 +38,43 @@ from optimizer.analysis.context import TableContext
 from optimizer.clustering.by_delta import delta_expressible
 from optimizer.clustering.groups import layout_key
 from optimizer.config import TableSettings
-from optimizer.errors import KNOWN, UnsupportedTableError
+from optimizer.errors import KNOWN, JobSubmissionError, UnsupportedTableError
 from optimizer.estimate.decision import estimate
 from optimizer.features import FeatureSet
 from optimizer.service.context import ServiceContext
 from optimizer.service.draft import Draft, Job, PendingJob
 from optimizer.service.drift import plan_recluster
+from optimizer.service.executors import SparkExecutor
 from optimizer.service.fleet import Candidate, TickSlot
 from optimizer.service.idle import made_from, repeated_reason, standing, verdict_after
 from optimizer.service.jobs import JobStart, job_for, settle_run, sql_only
+from optimizer.service.liquid import Operation, Streak, plan_liquid
 from optimizer.service.merge import plan_merge
+from optimizer.service.realised import measure, track_settled
 from optimizer.service.record import TickRecord
 from optimizer.service.state import TableState
 from optimizer.skipping.extended import load_index
 from optimizer.table import open_table
-from optimizer.table.rewrite_path import HISTORY_CHECKED, check_service_rewritable
+from optimizer.table.rewrite_path import HISTORY_CHECKED, check_service_rewritable, is_liquid
 from optimizer.verdict import Verdict
 from querylog.store import QueryLogTable
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from optimizer.config_types import LiquidMode
     from optimizer.estimate.record import Decision
+    from optimizer.skipping.extended import ExtendedStats
+    from optimizer.table.access import Snapshot, TableAccess
+    from querylog.records import ScanRecord
 
 log = logging.getLogger(__name__)
 __all__ = ["ServiceContext", "TickRun", "tick"]
+
+
+def _local(job: Job) -> bool:
+    """Whether the job runs on the service's own session (whose Delta the estimate reads)."""
+    return not isinstance(job, JobSubmissionError) and isinstance(job[0], SparkExecutor)
 
 
 def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None) -> TickRecord:
@@ -190,11 +205,26 @@ class TickRun:
     def _record(self, *, seconds: float) -> TickRecord:
         return self.draft.record(self.table, self.now, dry_run=self.dry_run, seconds=seconds)
 
+    def _measure(
+        self, state: TableState, delta: TableAccess, snapshot: Snapshot, scans: Sequence[ScanRecord]
+    ) -> TableState:
+        """The realised benefit of the table's earlier jobs, on the scans this tick tailed (only jobs
+        those scans fall after: `service.realised`): the state moves on, each job's row gets its
+        figures so far, and the record lists them."""
+        rows = {job.run_id: job.row_ts for job in state.measured}  # before those whose horizon ended go
+        state, measured = measure(delta, state, scans, latest=snapshot, thresholds=self.table.thresholds, now=self.now)
+        for figures in measured:
+            row_ts = rows.get(figures["run_id"])
+            if row_ts is not None:  # a job found committed after a crash has no row
+                self.ctx.decisions.realised(self.table.name, datetime.fromisoformat(row_ts), figures)
+        self.draft.measured = tuple(measured)  # in the job's record too, when the tick's job starts at once
+        return state
+
     def _full(self) -> TableState:
         """Settle a run left in progress, tail the query log, estimate; then the job or drift."""
         table, ctx, now, draft = self.table, self.ctx, self.now, self.draft
         delta = open_table(table.path)
-        state = settle_run(delta, self.state, draft)
+        state = track_settled(delta, self.state, settle_run(delta, self.state, draft))
         snapshot = delta.snapshot()  # read once: the feature check and the estimate share it
         try:  # a table no rewrite may touch (liquid clustering, an unknown feature) costs no estimate
             check_service_rewritable(snapshot.features, table.path)
@@ -204,7 +234,7 @@ class TickRun:
         log_table = QueryLogTable(table.query_log_path)
         tail = log_table.tail(state.log_version, table.identity)
         draft.new_queries = len(tail.records)
-        state = state.with_(log_version=tail.version)
+        state = self._measure(state.with_(log_version=tail.version), delta, snapshot, tail.records)
         context = TableContext(
             ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model, ctx.locations()
         )
@@ -213,6 +243,8 @@ class TickRun:
         # to estimate (what it can apply is what the estimate prices), or clustered files that may drift
         since = max((state.last_optimized_version or -1) + 1, snapshot.version - HISTORY_CHECKED + 1, 0)
         job = cache(lambda: job_for(table, ctx, delta.history(since)))
+        if is_liquid(snapshot.features):  # Delta's own clustering, priced and run by its rules
+            return self._liquid(state, context, snapshot, index, job=job)
         new_bytes = sum(f.size for f in snapshot.files if f.path not in index)
         sampled = new_bytes >= table.thresholds.min_new_bytes  # below it the estimate stops before Spark
         applies = delta_expressible if sampled and sql_only(job()) else None
@@ -228,13 +260,50 @@ class TickRun:
             return self._drift(state, job=job(), context=context)
         return self._optimize(state, decision, job=job, context=context)
 
+    def _liquid(
+        self,
+        state: TableState,
+        context: TableContext,
+        snapshot: Snapshot,
+        index: Mapping[str, ExtendedStats],
+        *,
+        job: Callable[[], Job],
+    ) -> TableState:
+        """A liquid table: Delta's OPTIMIZE by its keys or by the workload's, when it pays (`service.liquid`);
+        the job runs Delta's OPTIMIZE, by the table's own keys or after the key change, whatever the
+        setting says of later jobs."""
+        draft = self.draft
+        mode = self.ctx.config.liquid_for(self.table)
+        with self.ctx.estimate_slots:
+            streak = Streak(state.liquid_wanted, state.liquid_streak)
+            plan = plan_liquid(context, snapshot, index, mode=mode, streak=streak, full_allowed=_local(job()))
+        draft.liquid, draft.reason = plan, plan.reason
+        draft.decision = plan.decision or plan.current or plan.change
+        state = state.with_(liquid_wanted=plan.streak.keys, liquid_streak=plan.streak.ticks)
+        decided = plan.decision
+        if decided is None:
+            draft.action = Verdict.SKIP
+            return state
+        draft.action = Verdict.OPTIMIZE
+        whose: LiquidMode = "set" if plan.operation is Operation.KEY_SELECTION else "keep"
+        return self._optimize(state, decided, job=job, context=context, liquid=whose, full=plan.full)
+
     def _optimize(
-        self, state: TableState, decision: Decision, *, job: Callable[[], Job], context: TableContext
+        self,
+        state: TableState,
+        decision: Decision,
+        *,
+        job: Callable[[], Job],
+        context: TableContext,
+        liquid: LiquidMode | None = None,
+        full: bool = False,
     ) -> TableState:
         """The estimate says optimise: with the young runs laid out the same way when the union nets more
-        (`service.merge`); the job for the fleet queue, unless a dry run."""
+        (`service.merge`; not a liquid table's, whose files Delta's OPTIMIZE picks); the job for the fleet
+        queue, unless a dry run."""
         now, draft = self.now, self.draft
-        draft.merge = None if self.ctx.stopping.is_set() else plan_merge(context, state, decision)
+        merging = liquid is None and not self.ctx.stopping.is_set()
+        draft.merge = plan_merge(context, state, decision) if merging else None
         files: tuple[str, ...] | None = None
         merged = None
         if draft.merge is not None and draft.merge.taken and draft.merge.decision is not None:
@@ -253,6 +322,8 @@ class TickRun:
             net=decision.net or 0.0,
             cost=decision.cost.seconds if decision.cost is not None else 0.0,
             reclustered_bytes=merged,
+            liquid=liquid,
+            full=full,
         )
         return state
 

@@ -132,9 +132,15 @@ class DeltaSql:
             self._run(f"ALTER TABLE {self.name} CLUSTER BY ({columns})")
 
     def optimize(
-        self, zorder_by: Sequence[str], tag: Mapping[str, Any], before: Callable[[], None] = lambda: None
+        self,
+        zorder_by: Sequence[str],
+        tag: Mapping[str, Any],
+        before: Callable[[], None] = lambda: None,
+        *,
+        full: bool = False,
     ) -> CommandResult:
-        """``OPTIMIZE <table> [ZORDER BY (...)]`` with `tag` as the commit's user metadata. Delta's
+        """``OPTIMIZE <table> [ZORDER BY (...)]`` (a liquid table's ``OPTIMIZE <table> FULL`` with `full`:
+        Delta 3.3+ re-clusters the files clustered by other keys too) with `tag` as the commit's user metadata. Delta's
         transaction commits atomically (``dataChange=false``) or not at all. Other commands that commit
         through this module wait meanwhile (`_COMMITTING`), so no other run's tag is the session's while
         Delta commits, and the session's own user metadata is restored afterwards. `before` runs right
@@ -143,6 +149,8 @@ class DeltaSql:
         if zorder_by:
             statement += " ZORDER BY (" + ", ".join(exp.to_identifier(c, quoted=True).sql("spark") for c in zorder_by)
             statement += ")"
+        if full:
+            statement += " FULL"
         with _committing(f"run {tag.get('runId')}'s OPTIMIZE of {self.uri}", self.uri):
             before()
             previous = self.spark.conf.get(USER_METADATA_CONF, None)

@@ -63,7 +63,7 @@ class DeltaSqlCommitter:
         reported with what its commits' metrics say; an unreadable log is `CommitOutcomeUnknownError`."""
         run_id = str(request.tag["runId"])
         try:
-            result = self.delta.optimize(list(request.z_order_by), request.tag, self._recheck)
+            result = self.delta.optimize(list(request.z_order_by), request.tag, self._recheck, full=request.full)
         except TableAccessError as error:
             commits = self._landed(error, run_id, request.read_version)
             if not commits:

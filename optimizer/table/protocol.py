@@ -190,14 +190,19 @@ def check_readable(features: TableFeatures, uri: str, *, delta_engine: bool) -> 
         )
 
 
-def check_rewritable(features: TableFeatures, uri: str, *, delta_engine: bool) -> None:
-    """Refuse, before any work, a rewrite deltaopt cannot make keep every feature's promise."""
+def check_known(features: TableFeatures, uri: str) -> None:
+    """Refuse, before any work, a table with a feature deltaopt does not know."""
     unknown = features.unknown()
     if unknown:
         raise UnsupportedTableError(
             f"{uri} uses table feature(s) {', '.join(unknown)} that deltaopt does not know; it leaves the table "
             "alone (nothing was read or written)"
         )
+
+
+def check_rewritable(features: TableFeatures, uri: str, *, delta_engine: bool) -> None:
+    """Refuse, before any work, a rewrite deltaopt cannot make keep every feature's promise."""
+    check_known(features, uri)
     if features.clustered:
         raise UnsupportedTableError(
             f"{uri} is liquid-clustered: Delta's OPTIMIZE re-clusters it by its keys and would undo "

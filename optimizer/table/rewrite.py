@@ -50,6 +50,7 @@ class DeltaOptimize:
     read_version: int
     tag: Mapping[str, Any]
     z_order_by: tuple[str, ...] = ()
+    full: bool = False  # a liquid table's OPTIMIZE FULL: files clustered by other keys re-clustered too
 
 
 class PathCheck(Protocol):

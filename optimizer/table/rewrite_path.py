@@ -34,7 +34,7 @@ from optimizer.table.delta_engine import PACKAGES, delta_classes
 from optimizer.table.delta_sql_commit import DeltaSqlCommitter
 from optimizer.table.deltars_commit import DeltaRsCommitter
 from optimizer.table.deltaspark import DeltaSparkCommitter
-from optimizer.table.protocol import TableFeatures, check_rewritable
+from optimizer.table.protocol import TableFeatures, check_known, check_rewritable
 from optimizer.table.rewrite import COMMIT_CONF, CommitEngine, Committer
 
 if TYPE_CHECKING:
@@ -236,8 +236,9 @@ def writes_through_delta(features: TableFeatures) -> bool:
 
 def check_service_rewritable(features: TableFeatures, uri: str) -> None:
     """What the service refuses before any estimate, wherever its job would run: a feature deltaopt does
-    not know, or a liquid table (its estimate prices deltaopt's own layout, not Delta's clustering)."""
-    check_rewritable(features, uri, delta_engine=True)
+    not know. A liquid table is not refused: the service prices and runs Delta's own clustering of it
+    (`service.liquid`), never a layout of its own."""
+    check_known(features, uri)
 
 
 def keys_are_users(features: TableFeatures, liquid: LiquidMode) -> bool:

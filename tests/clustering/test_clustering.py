@@ -179,7 +179,8 @@ def test_the_drivers_z_values_are_the_ones_spark_computes(spark):
     the same rows, or files would come out uneven."""
     from pyspark.sql import functions as F
 
-    from optimizer.clustering.zorder import _interleave_ids, _range_ids, interleave, interleave_value, range_id
+    from optimizer.clustering.curves import interleave, interleave_ids, interleave_value
+    from optimizer.clustering.zorder import _range_ids, range_id
 
     rng = random.Random(4)
     rows = [
@@ -192,4 +193,4 @@ def test_the_drivers_z_values_are_the_ones_spark_computes(spark):
     from_spark = [r[0] for r in frame.select(interleave(ids, bits)).collect()]
     scalar = [interleave_value([range_id_of(v, b) for v, b in zip(row, boundaries, strict=True)], bits) for row in rows]
     columns = [_range_ids([row[i] for row in rows], boundaries[i]) for i in range(2)]
-    assert from_spark == scalar == _interleave_ids(columns, bits).tolist()
+    assert from_spark == scalar == interleave_ids(columns, bits).tolist()

@@ -76,9 +76,9 @@ def recorded(path: str, run_id: str) -> set[str]:
 
 
 def wrap(monkeypatch, name: str, around: Callable[..., Any]) -> None:
-    """Replace `DeltaSql.<name>` by `around(original, self, *args)`."""
+    """Replace `DeltaSql.<name>` by `around(original, self, *args, **kwargs)` (keywords only when given)."""
     original = getattr(DeltaSql, name)
-    monkeypatch.setattr(DeltaSql, name, lambda self, *args: around(original, self, *args))
+    monkeypatch.setattr(DeltaSql, name, lambda self, *args, **kwargs: around(original, self, *args, **kwargs))
 
 
 def _optimize_commits_then_fails(original, self, statement):
@@ -163,10 +163,10 @@ def test_two_jobs_at_once_in_one_session_each_commit_carries_its_own_run(spark, 
         finally:
             two_entered.set()
 
-    def entering(original, self, *args):
+    def entering(original, self, *args, **kwargs):
         if self.uri.endswith("/two"):
             two_entered.set()
-        return original(self, *args)
+        return original(self, *args, **kwargs)
 
     def racing(original, self, statement):
         if not statement.startswith("OPTIMIZE"):

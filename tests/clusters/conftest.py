@@ -26,7 +26,8 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         *("--host", "127.0.0.1", "--port", str(worker_port), "--webui-port", "0"),
         *("--cores", "1", "--memory", "1g", "--work-dir", str(logs / "work")),
     )
-    with running(master, port, logs / "master.log"), running(worker, worker_port, logs / "worker.log"):
+    # graceful: the worker stops the executors it started
+    with running(master, port, logs / "master.log"), running(worker, worker_port, logs / "worker.log", graceful=True):
         yield url, logs / "work"
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from tests.clusters.servers import process_env
+
 
 @dataclass(frozen=True)
 class Done:
@@ -39,7 +41,7 @@ class Driver:
     driver). Use as a context manager; the child is stopped on exit."""
 
     def __init__(self, cwd: Path, log: Path, timeout: float = 600) -> None:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+        env = process_env(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
         self.log, self.timeout = log, timeout
         self._log_file = open(log, "w")  # noqa: SIM115 - the child writes to it until `close`
         command = [sys.executable, "-m", "tests.clusters.driver"]

@@ -5,7 +5,6 @@ and Delta come from the cluster)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ import pytest
 from optimizer.config import DatabricksSettings
 from optimizer.features import FeatureSet, ZFeature
 from optimizer.service.executors import DatabricksExecutor, OptimizeRequest
-from tests.clusters.servers import JsonHandler, delta_submit_conf, spark_class
+from tests.clusters.servers import JsonHandler, delta_submit_conf, process_env, spark_class
 from tests.clusters.test_standalone import delta_table, rows_of
 
 pytestmark = pytest.mark.spark
@@ -57,7 +56,7 @@ class JobsApi(JsonHandler):
             wheel["entry_point"],
             *wheel["parameters"],
         ]
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+        env = process_env(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
         log = open(self.workdir / f"run-{len(self.runs)}.log", "w")  # noqa: SIM115 - the run writes to it
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir)
         run_id = 1000 + len(self.runs)

@@ -4,18 +4,18 @@ and pyarrow, and Delta's transaction commits the OPTIMIZE."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.clusters.driver import Driver
-from tests.clusters.servers import free_port, running
+from tests.clusters.servers import free_port, process_env, running
 
 pytestmark = pytest.mark.spark
 BUCKET = "deltaopt-tests"
@@ -61,7 +61,7 @@ def write_with_spark(root: Path, uri: str, options: dict[str, str]) -> None:
         frame.write.format("delta").save({uri!r})
         """
     )
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = process_env(PYSPARK_PYTHON=sys.executable)
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=root, timeout=900
     )
@@ -113,45 +113,86 @@ def test_a_table_on_s3_is_optimised_through_deltas_transaction(s3, events, tmp_p
 
 
 DYNAMO = "io.delta.storage.S3DynamoDBLogStore"
+REFUSED = [
+    # Delta opens an s3:// table at s3a:// and DelegatingLogStore picks the store by that scheme: the
+    # s3 key has no effect, the commit would go through S3SingleDriverLogStore
+    ("s3", "spark.delta.logStore.s3.impl", "S3SingleDriverLogStore (no spark.delta.logStore.s3a.impl: "),
+    # the key that takes effect, without the store's jar: Delta could not create it
+    ("s3a", "spark.delta.logStore.s3a.impl", f"cannot load the log store {DYNAMO}"),
+]
+REFUSED_TEST = "test_an_s3_table_whose_commit_store_does_not_coordinate_drivers_is_refused"
 
 
-@pytest.mark.parametrize(
-    ("scheme", "key", "named"),
-    [
-        # Delta opens an s3:// table at s3a:// and DelegatingLogStore picks the store by that scheme: the
-        # s3 key has no effect, the commit would go through S3SingleDriverLogStore
-        ("s3", "spark.delta.logStore.s3.impl", "S3SingleDriverLogStore (no spark.delta.logStore.s3a.impl: "),
-        # the key that takes effect, without the store's jar: Delta could not create it
-        ("s3a", "spark.delta.logStore.s3a.impl", f"cannot load the log store {DYNAMO}"),
-    ],
-)
-def test_an_s3_table_whose_commit_store_does_not_coordinate_drivers_is_refused(
-    s3, events, tmp_path, scheme, key, named
-):
-    """The check asks which store Delta commits the table's log through (``s3a://``), refusing before
-    any work and naming the key that takes effect."""
+@dataclass(frozen=True)
+class Refusal:
+    """One case's command, started: the table's URI and version before it, the CLI process, its output."""
+
+    uri: str
+    version: int | None
+    process: subprocess.Popen
+    output: Path
+
+    def wait(self) -> tuple[int, str, str]:
+        """The command's exit status, stdout and stderr, once it ended."""
+        code = self.process.wait(timeout=600)
+        return code, (self.output / "stdout").read_text(), (self.output / "stderr").read_text()
+
+
+def start_refusal(s3: dict[str, str], events: str, case: tuple[str, str], root: Path) -> Refusal:
+    """``deltaopt optimize`` of `events` opened at `scheme`, with log-store `key` set to DynamoDB's store,
+    started as an operator runs it (its own process and driver), in `root`."""
     from optimizer.table import open_table
 
+    scheme, key = case
     uri = f"{scheme}://" + events[len("s3a://") :]
     version = open_table(uri, s3).snapshot().version
     data = {
         "spark": {"master": "local[1]", "delta": "required", "conf": {key: DYNAMO}},
         "storage_options": s3,
         "tables": [{"name": "events", "path": uri}],
-        "service": {"state_dir": str(tmp_path / "state")},
+        "service": {"state_dir": str(root / "state")},
     }
-    config = tmp_path / "deltaopt.yaml"
+    config = root / "deltaopt.yaml"
     config.write_text(yaml.safe_dump(data))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = process_env(PYSPARK_PYTHON=sys.executable)
     command = [sys.executable, "-m", "optimizer.cli", "optimize", "--config", str(config), "--table", "events"]
-    refused = subprocess.run(
-        [*command, "--z", "x", "--all-files"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600
-    )
-    assert refused.returncode != 0, refused.stdout[-2000:]
-    assert named in refused.stderr, refused.stderr[-2000:]
-    assert f"spark.delta.logStore.s3a.impl={DYNAMO}" in refused.stderr  # the key that takes effect
-    assert "nothing was committed" in refused.stderr and "Traceback" not in refused.stderr
-    assert open_table(uri, s3).snapshot().version == version
+    with open(root / "stdout", "w") as out, open(root / "stderr", "w") as err:
+        process = subprocess.Popen([*command, "--z", "x", "--all-files"], stdout=out, stderr=err, env=env, cwd=root)
+    return Refusal(uri, version, process, root)
+
+
+@pytest.fixture(scope="module")
+def refusals(
+    request: pytest.FixtureRequest, s3: dict[str, str], events: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Refusal]]:
+    """The selected cases' commands (by scheme), started together: their driver JVMs boot side by side on
+    the two cores instead of one after the other. Each case's test waits for its own and checks it."""
+    items = request.session.items
+    selected = {i.callspec.params["scheme"] for i in items if getattr(i, "originalname", "") == REFUSED_TEST}
+    started = {
+        scheme: start_refusal(s3, events, (scheme, key), tmp_path_factory.mktemp(f"refused-{scheme}"))
+        for scheme, key, _ in REFUSED
+        if scheme in selected
+    }
+    yield started
+    for refusal in started.values():
+        refusal.process.kill()
+        refusal.process.wait()
+
+
+@pytest.mark.parametrize(("scheme", "key", "named"), REFUSED)
+def test_an_s3_table_whose_commit_store_does_not_coordinate_drivers_is_refused(s3, refusals, scheme, key, named):
+    """The check asks which store Delta commits the table's log through (``s3a://``), refusing before
+    any work and naming the key that takes effect."""
+    from optimizer.table import open_table
+
+    refusal = refusals[scheme]  # its command, started with `key` set (`start_refusal`)
+    code, stdout, stderr = refusal.wait()
+    assert code != 0, stdout[-2000:]
+    assert named in stderr, stderr[-2000:]
+    assert f"spark.delta.logStore.s3a.impl={DYNAMO}" in stderr  # the key that takes effect
+    assert "nothing was committed" in stderr and "Traceback" not in stderr
+    assert open_table(refusal.uri, s3).snapshot().version == refusal.version
 
 
 def test_delta_rs_commits_without_the_dynamodb_lock_table(s3, tmp_path):

@@ -4,7 +4,6 @@ driver runs the data work on the cluster's executor and commits through Delta's 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -14,6 +13,7 @@ import pytest
 import yaml
 
 from tests.clusters.driver import Driver
+from tests.clusters.servers import process_env
 from tests.service.test_service import CHEAP, log_queries
 
 pytestmark = pytest.mark.spark
@@ -39,7 +39,7 @@ def rows_of(spark, path: str) -> tuple[int, int]:  # type: ignore[no-untyped-def
 
 def deltaopt(*args: str, cwd: Path) -> dict:
     """Run the CLI as an operator would, in its own process (its own driver)."""
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = process_env(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     done = subprocess.run(
         [sys.executable, "-m", "optimizer.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600
     )

@@ -78,7 +78,8 @@ def test_candidate_layouts_keep_left_out_features_as_statistics():
         sop_weights={"s = 1": 3.0},
     )
     layouts = dict(candidate_layouts(features))
-    assert list(layouts) == ["as analysed", "SOP id leading", "Z-order only", "SOP only", "without Z feature b"]
+    names = ["as analysed", "SOP id leading", "Z-order only", "SOP only", "without Z feature b", "Hilbert curve"]
+    assert list(layouts) == names
     assert layouts["SOP id leading"] == replace(features, sop_leads=True)
     assert [f.predicate for f in layouts["Z-order only"].sop_add] == ["s = 1", "t = 2"]
     assert [f.expression for f in layouts["SOP only"].z_add] == ["a", "b"]

@@ -364,24 +364,3 @@ def test_the_service_ticks_and_optimises_a_databricks_default_table(delta_spark,
     assert typed.job is not None and typed.job.outcome is not None
     assert _state(spark, path, True) == (before_rows, before_ids)
     assert open_table(path).history(0)[-1].operation == "OPTIMIZE"
-
-
-def test_the_service_skips_a_liquid_table_before_any_estimate(delta_spark, tmp_path: Path):
-    from optimizer.config import load_config
-    from optimizer.service.service import context
-    from optimizer.service.tick import tick
-    from optimizer.verdict import Verdict
-    from tests.service.test_service import NOW, log_queries, write_config
-
-    spark, path = delta_spark, str(tmp_path / "events")
-    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, x BIGINT) USING delta CLUSTER BY (id)")
-    spark.range(5000).selectExpr("id", "id % 1000 x").repartition(4).write.format("delta").mode("append").save(path)
-    write_config(tmp_path, [{"name": "events", "path": path, "interval": 5}])
-    log_queries(path + "_querylog")
-    ctx = context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark)
-
-    typed = tick(ctx.config.tables[0], ctx, NOW)
-
-    assert typed.action is Verdict.SKIP
-    assert "liquid-clustered" in typed.reason and typed.decision is None
-    assert open_table(path).history(0)[-1].operation != "OPTIMIZE"
