@@ -173,10 +173,10 @@ def plan_liquid(
     threshold = context.thresholds.min_new_bytes
     if new_bytes < threshold or not files.new:
         reason = f"too little new data: {new_bytes:,} bytes no OPTIMIZE clustered < threshold {threshold:,}"
-        return _with(plan, reason=reason)
+        return replace(plan, reason=reason)
     current = by_keys(context, keys, files.rewritten, snapshot=snapshot, index=index) if keys else None
     change = _change(context, files, keys, snapshot=snapshot, index=index)
-    plan = _with(plan, current=current, change=change, streak=streak.after(keys_of(change)))
+    plan = replace(plan, current=current, change=change, streak=streak.after(keys_of(change)))
     if _may_change(plan) and full_allowed and supports_full(context.spark):  # the change's other price
         every = files.rewritten_by(plan.wanted, full=True)
         plan = with_full(plan, by_keys(context, plan.wanted, every, snapshot=snapshot, index=index))
@@ -215,7 +215,7 @@ def with_full(plan: LiquidPlan, full: Decision) -> LiquidPlan:
     every file by the new keys nets more than the new data alone (both over the estimate's horizon), and
     `decide` weighs the change at that price; the record keeps both estimates."""
     new_only = _net(plan.change)
-    return _with(plan, full_change=full, full=full.optimize and _net(full) > new_only)
+    return replace(plan, full_change=full, full=full.optimize and _net(full) > new_only)
 
 
 def _net(decision: Decision | None) -> float:
@@ -243,12 +243,12 @@ def decide(plan: LiquidPlan, ticks: int, margin: float) -> LiquidPlan:
     runs = plan.current is not None and plan.current.optimize and plan.mode != "suggest"
     if not wanted or [k.lower() for k in wanted] == [k.lower() for k in keys]:
         said = f"the workload wants the table's keys ({', '.join(keys) or 'none'})" if wanted else _none(plan)
-        return _with(plan, operation=Operation.CLUSTERING if runs else None, reason=_run_or_not(plan, runs, said))
+        return replace(plan, operation=Operation.CLUSTERING if runs else None, reason=_run_or_not(plan, runs, said))
     gain = change_net - max(current_net, 0.0)
     wants = f"the workload wants keys ({', '.join(wanted)}) over ({', '.join(keys) or 'none'})"
     if plan.mode != "set":
         said = f"{wants}: they would net {gain:,.1f} cluster-s more; liquid: {plan.mode}, the keys are the user's"
-        return _with(plan, operation=Operation.CLUSTERING if runs else None, reason=_run_or_not(plan, runs, said))
+        return replace(plan, operation=Operation.CLUSTERING if runs else None, reason=_run_or_not(plan, runs, said))
     full = _full_note(plan)
     if change_net <= 0 or gain <= margin * max(abs(current_net), 1.0):
         said = f"{wants}, but the change would net {gain:,.1f} cluster-s more{full}, not {margin:.0%} more: keys kept"
@@ -256,9 +256,9 @@ def decide(plan: LiquidPlan, ticks: int, margin: float) -> LiquidPlan:
         said = f"{wants} on {plan.streak.ticks} of the {ticks} ticks running a change needs{full}: keys kept for now"
     else:
         said = f"{wants} on {plan.streak.ticks} ticks running, netting {gain:,.1f} cluster-s more{full}: keys changed"
-        return _with(plan, operation=Operation.KEY_SELECTION, reason=said)
-    kept = _with(plan, full=False)  # no key change: no FULL either
-    return _with(kept, operation=Operation.CLUSTERING if runs else None, reason=_run_or_not(kept, runs, said))
+        return replace(plan, operation=Operation.KEY_SELECTION, reason=said)
+    kept = replace(plan, full=False)  # no key change: no FULL either
+    return replace(kept, operation=Operation.CLUSTERING if runs else None, reason=_run_or_not(kept, runs, said))
 
 
 def _none(plan: LiquidPlan) -> str:
@@ -275,9 +275,3 @@ def _run_or_not(plan: LiquidPlan, runs: bool, said: str) -> str:
         return f"{said}; the table has no clustering keys: nothing to OPTIMIZE by"
     verdict = "OPTIMIZE by them" if runs else "no OPTIMIZE"
     return f"{said}; the table's keys: {verdict} ({plan.current.reason})"
-
-
-def _with(plan: LiquidPlan, **changes: Any) -> LiquidPlan:
-    from dataclasses import replace
-
-    return replace(plan, **changes)

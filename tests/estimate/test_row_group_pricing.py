@@ -79,32 +79,38 @@ def test_file_statistics_merged_from_row_groups_equal_those_aggregated_per_file(
     assert sorted(grouped.standard, key=key) == sorted(whole.standard, key=key)
 
 
-def test_a_standard_reader_is_priced_by_the_row_groups_it_skips(unsorted):
-    """One target file: by files alone, a standard reader reads the whole file whatever its order (no
-    benefit); with four row groups per file, x sorted inside it lets a selective filter read one."""
+def selective_benefit(table, snapshot, sample, row_group_size: int):  # type: ignore[no-untyped-def]
+    """The estimate of Z-ordering on x, in one target file of `row_group_size` row groups, for 20 scans of
+    ``x < ROWS / 8`` reading x and pad, by standard readers and deltaopt's, without compression."""
     from optimizer.estimate.layouts import benefit_of
     from optimizer.features import FeatureSet
 
-    table, snapshot, sample = unsorted
     records = [ScanRecord(f"q{i}", NOW, "t", (f"x < {ROWS // 8}",), ("x", "pad"), "test") for i in range(20)]
     size = sum(f.size for f in snapshot.files)
+    thresholds = Thresholds(
+        target_file_size=size, row_group_size=row_group_size, readers={"standard": 1.0}, estimate_compression=False
+    )
     features = FeatureSet.from_dict({"z": ["x"]})
+    return benefit_of(
+        table,
+        snapshot,
+        snapshot.files,
+        features=features,
+        sample=sample,
+        records=records,
+        thresholds=thresholds,
+        now=NOW,
+    )
+
+
+def test_a_standard_reader_is_priced_by_the_row_groups_it_skips(unsorted):
+    """One target file: by files alone, a standard reader reads the whole file whatever its order (no
+    benefit); with four row groups per file, x sorted inside it lets a selective filter read one."""
+    table, snapshot, sample = unsorted
+    size = sum(f.size for f in snapshot.files)
 
     def standard(row_group_size: int) -> dict[str, float]:
-        thresholds = Thresholds(
-            target_file_size=size, row_group_size=row_group_size, readers={"standard": 1.0}, estimate_compression=False
-        )
-        benefit = benefit_of(
-            table,
-            snapshot,
-            snapshot.files,
-            features=features,
-            sample=sample,
-            records=records,
-            thresholds=thresholds,
-            now=NOW,
-        )
-        return benefit.readers["standard"]
+        return selective_benefit(table, snapshot, sample, row_group_size).readers["standard"]
 
     whole_files = standard(size)
     groups = standard(size // 4)
@@ -119,8 +125,6 @@ def test_the_files_as_they_are_are_priced_by_their_own_row_groups(spark, tmp_pat
     import pyarrow as pa
     from deltalake import WriterProperties, write_deltalake
 
-    from optimizer.estimate.layouts import benefit_of
-    from optimizer.features import FeatureSet
     from optimizer.table import open_table
 
     data = pa.table({"x": pa.array(range(ROWS), pa.int64()), "pad": [f"{i * 7919:064x}" for i in range(ROWS)]})
@@ -128,22 +132,7 @@ def test_the_files_as_they_are_are_priced_by_their_own_row_groups(spark, tmp_pat
     table = open_table(str(tmp_path / "t"))
     snapshot = table.snapshot()
     sample = table.read_files(spark, snapshot.files, snapshot).cache()
-    records = [ScanRecord(f"q{i}", NOW, "t", (f"x < {ROWS // 8}",), ("x", "pad"), "test") for i in range(20)]
-    size = sum(f.size for f in snapshot.files)
-    thresholds = Thresholds(
-        target_file_size=size, row_group_size=size // 4, readers={"standard": 1.0}, estimate_compression=False
-    )
-    features = FeatureSet.from_dict({"z": ["x"]})
-    benefit = benefit_of(
-        table,
-        snapshot,
-        snapshot.files,
-        features=features,
-        sample=sample,
-        records=records,
-        thresholds=thresholds,
-        now=NOW,
-    )
+    benefit = selective_benefit(table, snapshot, sample, sum(f.size for f in snapshot.files) // 4)
     for reader in ("standard", "deltaopt"):
         figures = benefit.readers[reader]
         assert figures["bytes_per_query_before"] < 0.35 * benefit.bytes_per_query_total, figures
