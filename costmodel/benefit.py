@@ -22,18 +22,25 @@ analysis. The saving per future query is the weighted mean of before - after; th
 queries is the recency-weighted rate measured over the period the log covered (`costmodel.rate`) times
 the benefit horizon. Benefit = queries * MB saved per query * cost per MB.
 
+**Calibration.** What a table's committed jobs realised on the scans after them, against what their
+estimates said those scans would save, is a measured correction for the next estimate of the same
+table (as the cost model uses measured seconds): `realised_factor` turns the running sums into a
+factor, and `calibrated` scales a benefit by it, keeping the raw figure beside it.
+
 This module holds the figures and their arithmetic; the replay that decides which files each query
 keeps (it needs the pruning) is `optimizer.estimate.replay`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 
 from costmodel.rate import QueryRate
 
 MB = 1e6
+CALIBRATION_BOUNDS = (0.25, 4.0)  # a factor outside them is clamped: no table is silenced or forced
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,50 @@ def _weighted(ratios: Mapping[str, float], weights: Mapping[str, float]) -> floa
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """A table's measured correction of its benefit estimates (`realised_factor`): the factor, the jobs
+    with an estimate it is based on, and, on a calibrated benefit, the estimate's own figure."""
+
+    factor: float
+    jobs: int
+    raw_benefit: float | None = None  # the benefit before scaling (set by `calibrated`)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"factor": self.factor, "jobs": self.jobs, "raw_benefit": self.raw_benefit}
+
+
+def realised_factor(estimated: float, realised: float, jobs: int, *, min_jobs: int) -> float | None:
+    """The factor to scale a table's new benefit estimates by: realised / estimated over the scans
+    measured after its jobs (1 / the estimated-to-realised ratio), from `jobs` jobs that had an estimate.
+
+    Why: the estimate prices virtual files of a sample and a projected query rate; what the table's
+    jobs then saved on real scans is the measurement that corrects it, as measured seconds calibrate
+    the cost model. None (no correction) below `min_jobs` jobs, where a few scans would decide, when
+    `min_jobs` is 0 (off), or when the estimates expected no saving (nothing to scale). Clamped to
+    `CALIBRATION_BOUNDS` so that one odd measurement (a job whose scans all missed its files, a
+    burst of scans that happened to hit) can neither silence a table's jobs nor force them. None too
+    when a sum is not a finite number (a damaged state file): a nan factor would make every benefit
+    nan and every verdict a skip, an infinite one would pass for a clamped measurement."""
+    if min_jobs <= 0 or jobs < min_jobs or not (math.isfinite(estimated) and math.isfinite(realised)):
+        return None
+    if estimated <= 0:
+        return None
+    low, high = CALIBRATION_BOUNDS
+    return round(min(max(realised / estimated, low), high), 4)
+
+
+def calibrated(benefit: BenefitEstimate, calibration: Calibration | None) -> BenefitEstimate:
+    """`benefit` with its `benefit` figure scaled by `calibration`'s factor and the raw figure kept in
+    its `calibration` (the parts, byte figures and readers' figures stay the estimate's own: what a
+    realised measurement compares with). Unchanged without a calibration; idempotent."""
+    if calibration is None:
+        return benefit
+    raw = benefit.raw_benefit
+    kept = replace(calibration, raw_benefit=raw)
+    return replace(benefit, benefit=round(raw * calibration.factor, 4), calibration=kept)
+
+
+@dataclass(frozen=True)
 class BenefitEstimate:
     queries_in_window: int
     expected_queries: float  # over the benefit horizon
@@ -95,6 +146,14 @@ class BenefitEstimate:
     rate: QueryRate | None = None
     compression: Compression | None = None
     readers: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # reader -> its figures and share
+    calibration: Calibration | None = None  # the table's correction `benefit` is scaled by (None: none)
+
+    @property
+    def raw_benefit(self) -> float:
+        """The estimate's own benefit, before any calibration: what realised figures compare with."""
+        if self.calibration is not None and self.calibration.raw_benefit is not None:
+            return self.calibration.raw_benefit
+        return self.benefit
 
     @property
     def p_before(self) -> float:
@@ -105,7 +164,9 @@ class BenefitEstimate:
         return self.bytes_per_query_after / self.bytes_per_query_total if self.bytes_per_query_total else 1.0
 
     def as_dict(self) -> dict[str, object]:
-        data = {k: v for k, v in asdict(self).items() if k not in ("rate", "compression", "readers")}
+        skipped = ("rate", "compression", "readers", "calibration")
+        data = {k: v for k, v in asdict(self).items() if k not in skipped}
+        calibration = {"calibration": self.calibration.as_dict()} if self.calibration is not None else {}
         return {
             **data,
             "rate": self.rate.as_dict() if self.rate else None,
@@ -113,6 +174,7 @@ class BenefitEstimate:
             "p_before": round(self.p_before, 4),
             "p_after": round(self.p_after, 4),
             "readers": {name: dict(figures) for name, figures in self.readers.items()},
+            **calibration,  # only when a factor applied: records without one are as they were
         }
 
 

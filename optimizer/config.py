@@ -86,6 +86,13 @@ class Thresholds(StrictModel):
         description="a silence in the log longer than this (and than 20 median inter-arrivals) is time the log "
         "was not recording, left out of the query rate",
     )
+    realised_min_jobs: int = Field(
+        3,
+        ge=0,
+        description="once this many of a table's jobs with an estimate were measured on the scans after them, its "
+        "new benefit estimates are scaled by what those jobs realised / what their estimates expected (clamped "
+        "to 0.25-4x; the record keeps the raw figure); 0: off",
+    )
     estimate_compression: bool = Field(
         True, description="write the sample in both layouts to price how much better clustered data compresses"
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from costmodel.benefit import Calibration
 from costmodel.cost import DEFAULT_MODEL, CostModel
 from optimizer.analysis.sample import sample_frame
 from optimizer.config import Thresholds
@@ -34,6 +35,7 @@ class TableContext:
     now: datetime
     cost_model: CostModel = DEFAULT_MODEL
     locations: Mapping[str, str] = field(default_factory=dict)  # other tables {lower-case name: URI}: dimensions
+    calibration: Calibration | None = None  # the table's realised / estimated factor every benefit is scaled by
 
     def with_thresholds(self, thresholds: Thresholds) -> TableContext:
         return replace(self, thresholds=thresholds)

@@ -24,12 +24,19 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from optimizer.analysis import TableContext
     from optimizer.catalog import table_locations
     from optimizer.estimate.decision import estimate
+    from optimizer.service.state import StateStore
 
     config, table, spark, delta, log = watched(args)
     cost_model = load(config.service.cost_model_path)
     locations = table_locations(config)
     now = datetime.now(UTC)
-    context = TableContext(spark, delta, table.identity, log, table.thresholds, now, cost_model, locations)
+    # the table's realised / estimated factor, as the service's tick weighs it (the output names it)
+    realised = StateStore(config.service.state_dir).load(table.name).realised
+    calibration = realised.calibration(table.thresholds.realised_min_jobs)
+    thresholds = table.thresholds
+    context = TableContext(
+        spark, delta, table.identity, log, thresholds, now, cost_model, locations, calibration=calibration
+    )
     decision = estimate(context)
     if args.json:
         print_json(decision.as_dict())
@@ -57,12 +64,18 @@ def _print_decision(name: str, decision: Decision) -> None:
 
 
 def _print_benefit(b: BenefitEstimate) -> None:
-    """The benefit's figures: queries, bytes saved, the query rate, stored bytes, each kind of reader."""
+    """The benefit's figures: queries, bytes saved, the query rate, stored bytes, each kind of reader;
+    the estimate's own figure first (what its parts add up to), then the calibrated one it was weighed at."""
     print(
-        f"  benefit: {b.benefit:.1f} cluster-s = {b.expected_queries:.0f} expected queries x "
+        f"  benefit: {b.raw_benefit:.1f} cluster-s = {b.expected_queries:.0f} expected queries x "
         f"{b.saved_mb_per_query:.2f} MB saved each; scanned share {b.p_before:.1%} -> {b.p_after:.1%}"
     )
     print(f"    of which skipping {b.benefit_skipping:.1f}, compression {b.benefit_compression:.1f}")
+    if b.calibration is not None:
+        print(
+            f"  calibrated: {b.benefit:.1f} cluster-s (x{b.calibration.factor:.2f}, this table's realised/estimated "
+            f"over {b.calibration.jobs} jobs): the figure weighed against the cost"
+        )
     if b.rate is not None and b.rate.period_start is not None:
         print(
             f"  query rate: {b.rate.per_day:,.1f}/day over {b.rate.covered_seconds / 3600:,.1f} h of log "

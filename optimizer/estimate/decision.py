@@ -6,6 +6,11 @@ files. With ``compare_layouts`` the analysed layout competes with Z-only, SOP-on
 variants on the same sample, and the best net benefit wins: combining SOP and Z-order adds a dimension
 that can dilute the Z features (the thesis's own caveat), and measured benefits decide better than a
 fixed rule. Every number that went into the decision is in the returned record.
+
+A context with a `calibration` (the table's realised / estimated factor, `costmodel.benefit`) has every
+benefit scaled by it before it is weighed against its cost: the feature search chooses, the layouts
+compete, and the verdict is made, on the corrected figures; the record keeps the raw benefit beside
+its factor.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from costmodel.benefit import Calibration, calibrated
 from costmodel.cost import CostModel
 from optimizer.analysis.analyser import Analysis, analyse
 from optimizer.analysis.context import TableContext, cached_sample
@@ -76,7 +82,7 @@ def estimate(
         inputs = _Inputs(
             table, snapshot, index, new, sample, records, older, thresholds, context.cost_model, now, context.locations
         )
-        inputs = replace(inputs, applies=applies)
+        inputs = replace(inputs, applies=applies, calibration=context.calibration)
         return _decide_on_sample(inputs, stated, started=clock)
 
 
@@ -97,6 +103,7 @@ class _Inputs:
     now: datetime
     locations: Mapping[str, str]  # other tables by name: the dimensions joined features read
     applies: Applies | None = None  # what the job can lay out of a feature set (None: all of it)
+    calibration: Calibration | None = None  # the table's realised / estimated factor (None: raw benefits)
 
     def analyse(self, table: str) -> Analysis:
         """The analysis of the window's records on the sample (joined features among `locations`)."""
@@ -155,6 +162,7 @@ def _decide_on_sample(inputs: _Inputs, stated: NewData, *, started: float) -> De
             thresholds=i.thresholds,
             cost_model=i.cost_model,
             new_bytes=stated.new_bytes,
+            calibration=i.calibration,
         )
         found = replace(found, seconds={**found.seconds, "search": search.seconds}, search=search)
         features = search.features
@@ -182,8 +190,9 @@ def _compare_layouts(
         hilbert=i.applies is None,  # Delta's commands lay out no deltaopt curve: price only what they apply
     )
     seconds = {**found.seconds, "benefit": time.perf_counter() - clock}
+    evaluated = [replace(e, benefit=calibrated(e.benefit, i.calibration)) for e in evaluated]
     best = max(evaluated, key=lambda e: e.net)
-    action, reason = decide(best.benefit.benefit, best.cost.seconds)
+    action, reason = decide(best.benefit.benefit, best.cost.seconds, calibration=best.benefit.calibration)
     reason += "; " + basis(best.benefit)
     if len(evaluated) > 1:
         reason += f"; layout: {best.name} (of {', '.join(e.name for e in evaluated)})"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from costmodel.benefit import BenefitEstimate, combine
+from costmodel.benefit import BenefitEstimate, Calibration, calibrated, combine
 from costmodel.cost import CostEstimate, CostModel
 from costmodel.rate import QueryRate, project_rate
 from optimizer.analysis.search import Score, SearchResult, best_single, greedy_search, layout_of
@@ -51,15 +51,18 @@ def search_features(
     thresholds: Thresholds,
     cost_model: CostModel,
     new_bytes: int,
+    calibration: Calibration | None = None,
 ) -> SearchResult:
     """The greedy search (`optimizer.analysis.search`) over the analyser's pool, each layout scored
     by its skipping benefit on virtual files of `sample` (no scratch writes: compression is priced
     once, on the layouts that `evaluate_layouts` compares afterwards) against the cost model. When no
-    feature pays on skipping alone, the one that came closest is returned for that full estimate."""
+    feature pays on skipping alone, the one that came closest is returned for that full estimate.
+    With the table's `calibration` each benefit is scaled as the compared layouts' are: a feature is
+    chosen on the scale the verdict weighs it on, not on the raw one."""
 
     def scored(layout: FeatureSet) -> Score:
         benefit = layout_benefit(replay, snapshot, layout, sample, thresholds=thresholds, every_reader=False)
-        return Score(benefit.benefit, layout_cost(cost_model, new_bytes, layout).seconds)
+        return Score(calibrated(benefit, calibration).benefit, layout_cost(cost_model, new_bytes, layout).seconds)
 
     def score(layout: FeatureSet) -> Score:
         """The better of the layout's two orders where it has both kinds of feature: a SOP feature true

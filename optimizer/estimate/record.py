@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from costmodel.benefit import MB, BenefitEstimate
+from costmodel.benefit import MB, BenefitEstimate, Calibration
 from costmodel.cost import CostEstimate
 from optimizer.features import FeatureSet
 from optimizer.verdict import Verdict
@@ -213,11 +213,25 @@ class Decision:
         }
 
 
-def decide(benefit: float, cost: float) -> tuple[Verdict, str]:
+def decide(benefit: float, cost: float, *, calibration: Calibration | None = None) -> tuple[Verdict, str]:
+    """The verdict on `benefit` (already scaled by `calibration`, when one applied) against `cost`; the
+    reason names the raw estimate and the factor, so an operator sees why a job was or was not run."""
     net = benefit - cost
+    figure = f"benefit {benefit:.1f}{calibration_note(calibration)}"
     if net > 0:
-        return Verdict.OPTIMIZE, f"benefit {benefit:.1f} exceeds cost {cost:.1f} (net {net:+.1f} cluster-seconds)"
-    return Verdict.SKIP, f"benefit {benefit:.1f} does not exceed cost {cost:.1f} (net {net:+.1f} cluster-seconds)"
+        return Verdict.OPTIMIZE, f"{figure} exceeds cost {cost:.1f} (net {net:+.1f} cluster-seconds)"
+    return Verdict.SKIP, f"{figure} does not exceed cost {cost:.1f} (net {net:+.1f} cluster-seconds)"
+
+
+def calibration_note(calibration: Calibration | None) -> str:
+    """What the reason says of a calibrated benefit: the estimate's own figure and the factor (none
+    without a calibration, so records made without one read as before)."""
+    if calibration is None or calibration.raw_benefit is None:
+        return ""
+    return (
+        f" (estimate {calibration.raw_benefit:.1f} x{calibration.factor:.2f}, this table's realised/estimated "
+        f"over {calibration.jobs} jobs)"
+    )
 
 
 def basis(benefit: BenefitEstimate) -> str:

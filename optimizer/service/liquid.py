@@ -14,6 +14,10 @@ AUTO`` and predictive optimization do on Databricks; open-source Delta has neith
 ``keep`` never changes the keys and records the keys the workload wants; ``suggest`` runs nothing and
 records the wanted keys and what they would save. The streak of ticks wanting the same keys lives in the
 table's state, so a stable workload never flaps and one noisy window does not change a table's keys.
+
+Every estimate here is made through the tick's context, so with the table's realised / estimated factor
+(`TableContext.calibration`) each benefit is scaled before it is weighed: the table's keys, the wanted
+keys and FULL alike, and the margin and FULL comparisons below weigh scaled nets on both sides.
 """
 
 from __future__ import annotations

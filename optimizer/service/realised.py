@@ -13,7 +13,10 @@ scans seen so far, the kinds of reader mixed by the table's reader shares (as `c
 mixes them). Scans count from the commit until the benefit horizon the estimate priced ends, so a job's
 final figure compares with its estimated ``benefit``; along the way ``estimated_for_scans`` is what the
 estimate's saved share of a query's bytes gives over the same scans, and estimated / realised over every
-job is kept in the table's state (`state.RealisedTotals`) for the estimator.
+job is kept in the table's state (`state.RealisedTotals`) for the estimator, which scales the table's next
+benefits by its inverse (`RealisedTotals.calibration`). Both sides stay on the estimate's raw figures (its
+byte share, and `BenefitEstimate.raw_benefit` for the job's estimated benefit), never on a calibrated
+benefit: otherwise the ratio would converge to 1 by construction and the correction would flip.
 
 Sound, never flattering: a scan whose filters cannot be evaluated counts as reading everything on both
 sides (and is counted as such); dimension (join) filters are not credited; once a later commit removes
@@ -96,12 +99,13 @@ def track_settled(table: TableAccess, before: TableState, after: TableState) -> 
 
 
 def _new_job(run_id: str, version: int, committed: datetime, decision: Decision | None) -> MeasuredJob:
-    """A job to measure, with the estimate's saved share of a query's bytes and its benefit."""
+    """A job to measure, with the estimate's saved share of a query's bytes and its benefit: both raw
+    (the byte figures are never calibrated; the benefit is the estimate's own, before any factor)."""
     benefit = decision.benefit if decision is not None else None
     share = None
     if benefit is not None and benefit.bytes_per_query_total > 0:
         share = (benefit.bytes_per_query_before - benefit.bytes_per_query_after) / benefit.bytes_per_query_total
-    estimated = benefit.benefit if benefit is not None else None
+    estimated = benefit.raw_benefit if benefit is not None else None
     return MeasuredJob(run_id, version, committed.isoformat(), share, estimated, checked_version=version)
 
 
@@ -276,16 +280,19 @@ def _moved(totals: RealisedTotals, old: MeasuredJob, new: MeasuredJob, threshold
     before = _numbers(old, thresholds)
     after = _numbers(new, thresholds)
     estimated = realised_estimated = 0.0
-    if after.estimated is not None and before.estimated is not None:
+    first = old.scans == 0 and new.scans > 0  # the job's first scans: one more job measured
+    has_estimate = after.estimated is not None and before.estimated is not None
+    if after.estimated is not None and before.estimated is not None:  # (narrowed here, for the type checker)
         estimated = after.estimated - before.estimated
         realised_estimated = after.benefit - before.benefit
     return RealisedTotals(
-        jobs=totals.jobs + (1 if old.scans == 0 and new.scans > 0 else 0),
+        jobs=totals.jobs + (1 if first else 0),
         scans=totals.scans + new.scans - old.scans,
         bytes_saved=totals.bytes_saved + after.saved - before.saved,
         realised=totals.realised + after.benefit - before.benefit,
         estimated=totals.estimated + estimated,
         estimated_realised=totals.estimated_realised + realised_estimated,
+        estimated_jobs=totals.estimated_jobs + (1 if first and has_estimate else 0),
     )
 
 
@@ -340,6 +347,7 @@ def summed(totals: Iterable[RealisedTotals]) -> RealisedTotals:
         realised=sum(t.realised for t in found),
         estimated=sum(t.estimated for t in found),
         estimated_realised=sum(t.estimated_realised for t in found),
+        estimated_jobs=sum(t.estimated_jobs for t in found),
     )
 
 

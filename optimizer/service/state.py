@@ -18,19 +18,25 @@ temporary name, then renamed), so a crash leaves either the old or the new state
   what it was made from (``key``), ``at``, ``action``, ``reason``; null: none (``{}`` in older files);
 * ``measured``: the committed jobs whose realised benefit later scans still add to (`service.realised`),
   each with the bytes those scans read so far per kind of reader; ``realised``: the table's running sums
-  over every job ever measured, whose estimated / realised ratio the estimator can use.
+  over every job ever measured, whose realised / estimated factor scales the table's next benefit
+  estimates once ``realised_min_jobs`` jobs with an estimate were measured (`RealisedTotals.calibration`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from costmodel.benefit import Calibration, realised_factor
 from optimizer.verdict import Verdict
 from querylog.durable import atomic_file
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -99,11 +105,18 @@ class RealisedTotals:
     realised: float = 0.0  # cluster-seconds saved
     estimated: float = 0.0  # cluster-seconds the estimates expected over the same scans
     estimated_realised: float = 0.0  # `realised` of the jobs that have an estimate: the ratio's divisor
+    estimated_jobs: int = 0  # jobs with an estimate measured on at least one scan (0 in older state files)
 
     @property
     def ratio(self) -> float | None:
         """Estimated / realised over the scans measured (None until something was realised)."""
         return round(self.estimated / self.estimated_realised, 4) if self.estimated_realised > 0 else None
+
+    def calibration(self, min_jobs: int) -> Calibration | None:
+        """The factor the table's next benefit estimates are scaled by (`costmodel.benefit.realised_factor`:
+        realised / estimated over the jobs with an estimate), None before `min_jobs` of them were measured."""
+        factor = realised_factor(self.estimated, self.estimated_realised, self.estimated_jobs, min_jobs=min_jobs)
+        return Calibration(factor, self.estimated_jobs) if factor is not None else None
 
 
 @dataclass(frozen=True)
@@ -172,7 +185,7 @@ class StateStore:
             liquid_wanted=tuple(str(k) for k in data.get("liquid_wanted") or ()),
             liquid_streak=int(data.get("liquid_streak") or 0),
             measured=tuple(_measured_job(job) for job in data.get("measured") or ()),
-            realised=RealisedTotals(**(data.get("realised") or {})),
+            realised=_realised_totals(data.get("realised") or {}, path),
         )
 
     def save(self, state: TableState) -> None:
@@ -191,6 +204,21 @@ def _last_verdict(data: dict[str, Any] | None) -> LastVerdict | None:
         return LastVerdict(str(data["key"]), str(data["at"]), Verdict(data["action"]), str(data["reason"]))
     except (KeyError, ValueError):
         return None
+
+
+def _realised_totals(data: dict[str, Any], path: Path) -> RealisedTotals:
+    """The stored running sums, kept as they are; one warning when the factor's sums are not finite
+    numbers (a damaged file: `realised_factor` then gives no factor, and benefits stay raw)."""
+    totals = RealisedTotals(**data)
+    if not all(math.isfinite(value) for value in (totals.estimated, totals.estimated_realised)):
+        log.warning(
+            "%s: realised.estimated %s / realised.estimated_realised %s: not a finite number, so its "
+            "benefits are not calibrated (realised_min_jobs) until the sums are fixed",
+            path,
+            totals.estimated,
+            totals.estimated_realised,
+        )
+    return totals
 
 
 def _measured_job(data: dict[str, Any]) -> MeasuredJob:

@@ -220,6 +220,24 @@ class TickRun:
         self.draft.measured = tuple(measured)  # in the job's record too, when the tick's job starts at once
         return state
 
+    def _context(self, state: TableState, delta: TableAccess, log_table: QueryLogTable) -> TableContext:
+        """What the estimates of this tick read, with the table's realised / estimated factor (after this
+        tick's measurements) that scales every benefit they weigh: deltaopt's layouts, Delta's OPTIMIZE
+        of a liquid table, drift and merges alike (`RealisedTotals.calibration`)."""
+        table, ctx = self.table, self.ctx
+        thresholds = table.thresholds
+        return TableContext(
+            ctx.spark(),
+            delta,
+            table.identity,
+            log_table,
+            thresholds,
+            self.now,
+            ctx.cost_model,
+            ctx.locations(),
+            calibration=state.realised.calibration(thresholds.realised_min_jobs),
+        )
+
     def _full(self) -> TableState:
         """Settle a run left in progress, tail the query log, estimate; then the job or drift."""
         table, ctx, now, draft = self.table, self.ctx, self.now, self.draft
@@ -235,9 +253,7 @@ class TickRun:
         tail = log_table.tail(state.log_version, table.identity)
         draft.new_queries = len(tail.records)
         state = self._measure(state.with_(log_version=tail.version), delta, snapshot, tail.records)
-        context = TableContext(
-            ctx.spark(), delta, table.identity, log_table, table.thresholds, now, ctx.cost_model, ctx.locations()
-        )
+        context = self._context(state, delta, log_table)
         index = load_index(delta, snapshot)
         # the executor (from the latest writers' commitInfo) only when a job could follow: enough new data
         # to estimate (what it can apply is what the estimate prices), or clustered files that may drift
