@@ -130,6 +130,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         stats_for_keys=not args.no_key_statistics and (thresholds.stats_for_clustering_keys if thresholds else True),
         liquid=args.liquid or (config.liquid_for(configured) if config and configured else "keep"),
         full=args.full,
+        decided_keys=json.loads(args.decided_keys) if args.decided_keys is not None else None,
     )
     if args.json:
         print_json(result.as_dict())

@@ -140,6 +140,10 @@ def _add_optimize(commands: Any) -> None:
         "other keys too, as after a key change",
     )
     opt.add_argument(
+        "--decided-keys",
+        help="a service job: the liquid keys its decision saw, as JSON; other keys now: nothing is run",
+    )
+    opt.add_argument(
         "--no-key-statistics",
         action="store_true",
         help="leave the table's statistics columns as they are (default: clustering keys get min/max first)",

@@ -29,7 +29,7 @@ from sqlglot import exp
 from optimizer.clustering.curves import CURVE_NAMES
 from optimizer.clustering.result import DeltaCommandResult, LiquidOutcome, OptimizeResult
 from optimizer.config_types import LiquidMode
-from optimizer.errors import TableAccessError, UnsupportedTableError
+from optimizer.errors import CommitConflictError, TableAccessError, UnsupportedTableError
 from optimizer.features import FeatureSet, ZFeature
 from optimizer.skipping.extended import ExtendedStats, unclustered_files, write_index
 from optimizer.table.delta_sql_commit import DeltaSqlCommitter
@@ -46,6 +46,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_KEYS = 4  # Delta's limit on clustering columns
+
+
+class KeysChangedError(CommitConflictError):
+    """A service job's liquid table has other clustering keys than its decision saw (the user's ``ALTER
+    TABLE ... CLUSTER BY`` since the tick): the job ran nothing, so the user's keys stand."""
 
 
 def clustering_keys(features: FeatureSet, limit: int | None = MAX_KEYS) -> tuple[list[str], list[str]]:
@@ -84,6 +89,7 @@ class CommandRun:
     metadata: Mapping[str, Any] | None = None
     files: Sequence[DataFile] | None = None
     full: bool = False  # a liquid table: OPTIMIZE FULL (files clustered by other keys too)
+    keys: Sequence[str] | None = None  # a service job: the liquid keys its decision saw (None: no decision)
 
 
 def optimize_with_delta(
@@ -102,7 +108,7 @@ def optimize_with_delta(
     tag = {"operation": "OPTIMIZE", "runId": run.run_id, "features": features.as_dict(), **dict(run.metadata or {})}
     committer = opened.committer
     assert isinstance(committer, DeltaSqlCommitter)  # `open_path` gives Delta's commands their committer
-    version, done = apply_with_delta(committer, path, features, tag, snapshot.version, full=run.full)
+    version, done = apply_with_delta(committer, path, features, tag, snapshot.version, full=run.full, decided=run.keys)
     summary = done.describe()
     run.progress(summary)
     if version is not None:
@@ -157,6 +163,7 @@ def apply_with_delta(
     read_version: int,
     *,
     full: bool = False,
+    decided: Sequence[str] | None = None,
 ) -> tuple[int | None, DeltaCommandResult]:
     """Lay the table out by `features` with Delta's own commands: OPTIMIZE on a liquid table, by keys the
     path's `liquid` says whose, else OPTIMIZE ZORDER BY. Returns the version committed (None: nothing
@@ -164,7 +171,8 @@ def apply_with_delta(
     by the run's tag after `read_version`; the version is the last of them). Raises
     `UnsupportedTableError` before any change when `liquid` is `set` and no feature is a plain column, or
     `full` is asked of a table that is not liquid or of a session whose Delta predates it (`zcubes.check_full`).
-    `full`: ``OPTIMIZE ... FULL`` (files clustered by other keys re-clustered too)."""
+    `full`: ``OPTIMIZE ... FULL`` (files clustered by other keys re-clustered too). `decided`: the keys a
+    service job's decision saw; a liquid table whose keys differ now raises `KeysChangedError`, nothing run."""
     clustered = path.liquid_table
     if full and not clustered:
         raise UnsupportedTableError(
@@ -177,7 +185,7 @@ def apply_with_delta(
     left = left if clustered else left + _zorder_only(features)
     done = DeltaCommandResult(keys=keys, not_applied=left, clustered=clustered)
     if clustered:
-        done = _liquid_keys(committer, done, path.liquid)
+        done = _liquid_keys(committer, done, path.liquid, decided)
         if path.liquid == "suggest":  # the table is left exactly as it is
             return None, done
     request = DeltaOptimize(read_version, tag, () if clustered else tuple(keys), full=full)
@@ -204,11 +212,18 @@ def apply_with_delta(
     return (commits[-1].version if commits else None), done
 
 
-def _liquid_keys(committer: DeltaSqlCommitter, done: DeltaCommandResult, liquid: LiquidMode) -> DeltaCommandResult:
+def _liquid_keys(
+    committer: DeltaSqlCommitter,
+    done: DeltaCommandResult,
+    liquid: LiquidMode,
+    decided: Sequence[str] | None = None,
+) -> DeltaCommandResult:
     """The keys Delta's OPTIMIZE is to cluster by: the table's own, or with `set` the wanted ones
-    (`done.keys`), set first when they differ. What was wanted and done goes in the result (``liquid``)."""
+    (`done.keys`), set first when they differ. What was wanted and done goes in the result (``liquid``).
+    A service job's `decided` keys are compared with the table's first (`_check_decided`)."""
     wanted = done.keys
     before = list(committer.clustering_columns() or ())
+    _check_decided(committer.table.uri, before, decided)
     if liquid == "set" and not wanted:
         raise UnsupportedTableError(
             f"{committer.table.uri} is liquid-clustered and none of the features "
@@ -220,6 +235,20 @@ def _liquid_keys(committer: DeltaSqlCommitter, done: DeltaCommandResult, liquid:
     keys = wanted if liquid == "set" else before
     outcome = LiquidOutcome(mode=liquid, keys=keys, wanted=wanted, changed=changed)
     return replace(done, keys=keys, keys_before=before, keys_changed=changed, liquid=outcome)
+
+
+def _check_decided(uri: str, now: Sequence[str], decided: Sequence[str] | None) -> None:
+    """Raise `KeysChangedError` when a service job's table has other clustering keys than its decision saw
+    (`decided`; None: no decision, as ``deltaopt optimize`` by hand): the decision priced and chose by
+    those keys, and whoever changed them since (the user) chose the table's keys now, so neither an
+    ``ALTER`` back nor an ``OPTIMIZE`` by keys nobody priced may run. Compared as `_liquid_keys` compares
+    keys (case-insensitively), on the keys read right before the commands."""
+    if decided is None or [k.lower() for k in now] == [k.lower() for k in decided]:
+        return
+    raise KeysChangedError(
+        f"the clustering keys of {uri} changed from ({', '.join(decided) or 'none'}) to "
+        f"({', '.join(now) or 'none'}) since the decision; nothing was run"
+    )
 
 
 def _applied(features: FeatureSet, done: DeltaCommandResult) -> FeatureSet:

@@ -65,19 +65,21 @@ def optimize(
     stats_for_keys: bool = True,
     liquid: LiquidMode = "keep",
     full: bool = False,
+    decided_keys: Sequence[str] | None = None,
 ) -> OptimizeResult:
     """Rewrite `files` (default: the files no deltaopt run clustered) with the combined layout, written
     with `output`'s codec and row-group size (the table's own codec property wins). With
     `stats_for_keys`, clustering keys without min/max statistics get them first (`table.key_stats`). A
     liquid table (its keys are the user's: changed only when `liquid` is ``set``), or any table in a SQL-only
     session, is laid out by Delta's commands (`clustering.by_delta`; `full`: a liquid table's OPTIMIZE FULL,
-    refused elsewhere). Raises `ClusteringError` (bad feature,
+    refused elsewhere; `decided_keys`: a service job's liquid keys as decided, `by_delta.KeysChangedError`
+    when the table's differ). Raises `ClusteringError` (bad feature,
     rows differ), `CommitConflictError` (lost a race: nothing committed), `TableAccessError`."""
     started = time.perf_counter()
     run_id = run_id or uuid.uuid4().hex[:16]
     opened = open_path(spark, table, snapshot, liquid=liquid)  # an unsafe store, a feature: refused before any work
     if opened.path.by_delta:  # Delta's own commands lay it out
-        run = CommandRun(run_id, progress, metadata, files, full=full)
+        run = CommandRun(run_id, progress, metadata, files, full=full, keys=decided_keys)
         return optimize_with_delta(opened, table, features, run)
     if full:
         raise UnsupportedTableError(

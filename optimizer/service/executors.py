@@ -53,6 +53,7 @@ class OptimizeRequest:
     stats_for_keys: bool = True  # clustering keys without min/max get them first (`table.key_stats`)
     liquid: LiquidMode = "keep"  # a liquid table's clustering keys: the user's, set only with `set`
     full: bool = False  # a liquid table: Delta's OPTIMIZE FULL (after a key change, the old files too)
+    keys: tuple[str, ...] | None = None  # a liquid table's keys as the tick decided on them (None: no tick's)
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,7 @@ class SparkExecutor:
             stats_for_keys=request.stats_for_keys,
             liquid=request.liquid,
             full=request.full,
+            decided_keys=request.keys,
         )
         return JobOutcome(
             self.name,
@@ -208,6 +210,7 @@ def optimize_command(request: OptimizeRequest) -> list[str]:
         "--liquid",
         request.liquid,
         *(["--full"] if request.full else []),
+        *(["--decided-keys", json.dumps(list(request.keys))] if request.keys is not None else []),
         "--json",
     ]
 

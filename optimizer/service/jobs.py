@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from optimizer.clustering.by_delta import KeysChangedError
 from optimizer.errors import KNOWN, CommitConflictError, DeltaOptError, JobSubmissionError
 from optimizer.service.draft import Draft, Job, PendingJob
 from optimizer.service.executors import OptimizeRequest, SparkExecutor, liquid_refusal
@@ -132,6 +133,12 @@ class JobRun:
             state = state.with_(recluster_checked=checked)
         return state
 
+    def _decided_keys(self) -> tuple[str, ...] | None:
+        """The clustering keys a liquid table's tick decided on (its plan's), which the job must find
+        unchanged to run anything (`by_delta.KeysChangedError`); None: not a liquid decision."""
+        plan = self.draft.liquid
+        return plan.keys if plan is not None and self.pending.liquid is not None else None
+
     def _execute(self) -> TableState:
         """Run the OPTIMIZE job on `pending.job`: the executor the writers' commits point to, and why."""
         table, ctx, now, state, draft, pending = self.table, self.ctx, self.when, self.state, self.draft, self.pending
@@ -158,9 +165,13 @@ class JobRun:
             stats_for_keys=table.thresholds.stats_for_clustering_keys,
             liquid=pending.liquid or ctx.config.liquid_for(table),
             full=pending.full,
+            keys=self._decided_keys(),
         )
         try:
             outcome = executor.run(request)
+        except KeysChangedError as err:  # the user's ALTER since the decision: nothing was run
+            draft.action, draft.reason = Verdict.SKIP, f"{draft.reason}; {err}"
+            return state.with_(run=None)
         except CommitConflictError as err:
             draft.job = JobRecord(executor.name, why, run.run_id, error=str(err))
             draft.action = draft.action.lost_race

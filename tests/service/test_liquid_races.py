@@ -1,0 +1,233 @@
+"""Liquid tables between a tick's decision and its job (issue 47's leftovers): real Delta commands land in
+between, through the seams the service has (the fleet queue holding the job; `DeltaSql.optimize`'s
+`before`, right before Delta's OPTIMIZE statement), never through sleeps or racing threads.
+
+* the user's ``ALTER TABLE ... CLUSTER BY``: the job changes nothing (no ALTER back, no OPTIMIZE by keys
+  nobody priced), and the record says the keys changed since the decision;
+* a DELETE or a MERGE (updates, deletes, inserts) on a table with deletion vectors and row tracking: the
+  job commits or gives up cleanly, the rows are the rows the operation left, surviving rows keep their
+  row ids, and a TIMESTAMP column reads back the same in two session time zones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from optimizer.service.executors import JobOutcome, OptimizeRequest, optimize_command
+from optimizer.table.delta_sql import DeltaSql
+from optimizer.table.rewrite_path import Capabilities
+from optimizer.verdict import Verdict
+from tests.service.test_liquid_tick import keys, liquid_table, operations, service_ctx
+from tests.service.test_service import NOW
+from tests.session_conf import session_conf
+
+pytestmark = pytest.mark.spark
+ZONES = ("UTC", "America/Los_Angeles")
+
+
+def decided_and_held(spark, tmp_path: Path, path: str, liquid: str, **thresholds):  # type: ignore[no-untyped-def]
+    """A tick's decision on the table at `path`, its job queued and not started; (context, record)."""
+    from optimizer.service.tick import tick
+
+    ctx = service_ctx(spark, tmp_path, path, liquid, **thresholds)
+    with ctx.queue.held():  # decided and queued, not started
+        decided = tick(ctx.config.tables[0], ctx, NOW)
+    assert decided.action is Verdict.DEFERRED, decided.reason
+    return ctx, decided
+
+
+@pytest.mark.parametrize(
+    ("table_keys", "user_keys", "operation"),
+    [(["x"], ["id"], "CLUSTERING"), (["id"], ["pad"], "AUTO_CLUSTERING_COLUMN_SELECTION")],
+    ids=["clustering", "key-change"],
+)
+def test_keys_the_user_changed_after_the_decision_are_kept_and_nothing_runs(
+    spark, tmp_path: Path, table_keys: list[str], user_keys: list[str], operation: str
+):
+    """`liquid: set`: a CLUSTERING job (the workload wants the table's keys) and a key change (it wants x
+    over id) are decided and queued; the user clusters the table by other keys before the job starts."""
+    path = str(tmp_path / "events")
+    liquid_table(spark, path, table_keys[0])
+    ctx, decided = decided_and_held(spark, tmp_path, path, "set", liquid_key_ticks=1, liquid_key_margin=0.0)
+    section = decided.as_dict()["liquid"]
+    assert section["operation"] == operation and section["keys"] == table_keys, decided.reason
+    spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY ({user_keys[0]})")  # the user's choice meanwhile
+    committed = operations(spark, path)
+
+    started = ctx.queue.dispatch(NOW).records["events"]
+
+    assert keys(spark, path) == user_keys
+    assert operations(spark, path) == committed, "the job committed after the user changed the keys"
+    assert started.action is Verdict.SKIP and started.job is None, started.reason
+    said = f"the clustering keys of {path} changed from ({table_keys[0]}) to ({user_keys[0]}) since the decision"
+    assert f"{said}; nothing was run" in started.reason
+    assert ctx.decisions.read("events")[-1]["reason"] == started.reason
+
+
+class RemoteStandIn:
+    """What `ConnectExecutor` runs on a cluster, the CLI's optimize with the request's arguments (here
+    in-process on the test session), and how it reports a failing run: `JobSubmissionError`, its last line."""
+
+    name = "remote"
+    capabilities = Capabilities(session=True, jvm=True, delta=None)  # a local session: not SQL only
+
+    def __init__(self, capsys) -> None:  # type: ignore[no-untyped-def]
+        self.capsys = capsys
+
+    def run(self, request: OptimizeRequest) -> JobOutcome:
+        from optimizer.cli.main import main
+        from optimizer.errors import JobSubmissionError
+
+        if main(optimize_command(request)) != 0:
+            last = (self.capsys.readouterr().err.strip().splitlines() or ["no output"])[-1]
+            raise JobSubmissionError(f"OPTIMIZE through the stand-in failed: {last}")
+        return JobOutcome(self.name, None)
+
+
+def test_a_remote_key_change_keeps_the_keys_the_user_changed_after_the_decision(spark, tmp_path: Path, capsys):
+    """The same key change run by a remote cluster (``deltaopt optimize`` with the request's arguments):
+    the decision's keys go with the command, and the run changes nothing."""
+    from optimizer.service.tick import tick
+
+    path = str(tmp_path / "events")
+    liquid_table(spark, path, "id")
+    ctx = service_ctx(spark, tmp_path, path, "set", liquid_key_ticks=1, liquid_key_margin=0.0)
+    ctx.choose = lambda table, commits: (RemoteStandIn(capsys), "test")
+    with ctx.queue.held():
+        decided = tick(ctx.config.tables[0], ctx, NOW)
+    assert decided.as_dict()["liquid"]["operation"] == "AUTO_CLUSTERING_COLUMN_SELECTION", decided.reason
+    spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY (pad)")
+    committed = operations(spark, path)
+
+    started = ctx.queue.dispatch(NOW).records["events"]
+
+    assert keys(spark, path) == ["pad"] and operations(spark, path) == committed
+    assert started.action is Verdict.ERROR, started.reason  # the run failed on the cluster: nothing committed
+    assert f"the clustering keys of {path} changed from (id) to (pad) since the decision; nothing was run" in (
+        started.reason
+    )
+
+
+def dv_liquid_table(spark, path: str) -> None:  # type: ignore[no-untyped-def]
+    """A table clustered by x with deletion vectors, row tracking and a TIMESTAMP column: two appends of
+    10,000 rows in 3 files each."""
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id BIGINT, x BIGINT, ts TIMESTAMP, pad STRING) USING delta CLUSTER BY (x) "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.enableRowTracking' = 'true')"
+    )
+    for batch in range(2):
+        rows = spark.range(batch * 10_000, (batch + 1) * 10_000).selectExpr(
+            "id",
+            "(id * 7919) % 1000 x",
+            "timestamp_seconds(1700000000 + id * 3607) ts",
+            "sha2(cast(id as string), 256) pad",
+        )
+        rows.repartition(3).write.format("delta").mode("append").save(path)
+
+
+OPERATIONS = {
+    "DELETE": "DELETE FROM delta.`{path}` WHERE id % 5 = 0",
+    "MERGE": (
+        "MERGE INTO delta.`{path}` t USING (SELECT id, (id * 7919) % 1000 x, timestamp_seconds(1600000000 + id * 61) "
+        "ts, 'merged' pad FROM range(19000, 21000)) s ON t.id = s.id WHEN MATCHED AND s.id % 3 = 0 THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET t.ts = s.ts, t.pad = s.pad WHEN NOT MATCHED THEN INSERT *"
+    ),
+}
+
+
+def table_facts(spark, path: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """What must not change: count and order-insensitive hash of the rows, every row's id -> row id, and
+    per session time zone a hash of the TIMESTAMP column as that zone renders it."""
+    from pyspark.sql import functions as F
+
+    frame = spark.read.format("delta").load(path)
+    row = frame.agg(F.count("*"), F.sum(F.xxhash64("*"))).collect()[0]
+    facts: dict[str, Any] = {"rows": (int(row[0]), int(row[1]))}
+    facts["row_ids"] = {r[0]: r[1] for r in frame.select("id", "_metadata.row_id").collect()}
+    for zone in ZONES:
+        with session_conf(spark, "spark.sql.session.timeZone", zone):
+            rendered = spark.read.format("delta").load(path).selectExpr("xxhash64(id, cast(ts as string)) h")
+            facts[zone] = int(rendered.agg(F.sum("h")).collect()[0][0])
+    return facts
+
+
+@pytest.mark.parametrize("operation", list(OPERATIONS))
+def test_a_dml_landing_right_before_delta_s_optimize_keeps_rows_row_ids_and_timestamps(
+    spark, tmp_path: Path, monkeypatch, operation: str
+):
+    path = str(tmp_path / "events")
+    dv_liquid_table(spark, path)
+    ctx, decided = decided_and_held(spark, tmp_path, path, "keep")
+    assert decided.as_dict()["liquid"]["operation"] == "CLUSTERING", decided.reason
+    other = spark.newSession()  # the other writer: its own session, none of the job's settings
+    expected: list[dict[str, Any]] = []
+    original = DeltaSql.optimize
+
+    def dml_first(self, zorder_by, tag, before=lambda: None, **kwargs):  # type: ignore[no-untyped-def]
+        def land() -> None:  # right before the statement, under the job's commit lock
+            other.sql(OPERATIONS[operation].format(path=path))
+            expected.append(table_facts(other, path))
+            before()
+
+        return original(self, zorder_by, tag, land, **kwargs)
+
+    monkeypatch.setattr(DeltaSql, "optimize", dml_first)
+
+    started = ctx.queue.dispatch(NOW).records["events"]
+
+    assert expected, "the operation did not land before Delta's OPTIMIZE"
+    history = operations(spark, path)
+    assert operation in history, history
+    if started.action is Verdict.OPTIMIZE:  # committed after the operation, on the version it left
+        assert history[-1] == "OPTIMIZE" and history[-2] == operation, history
+        assert started.job is not None and started.job.outcome is not None and started.job.outcome.version
+    else:  # gave up: nothing committed after the operation, and the record says why
+        assert history[-1] == operation and started.reason, started.reason
+    after = table_facts(spark, path)
+    assert after["rows"] == expected[0]["rows"]
+    assert after["row_ids"] == expected[0]["row_ids"], "a surviving row's row id changed"
+    assert after[ZONES[0]] == expected[0][ZONES[0]] and after[ZONES[1]] == expected[0][ZONES[1]]
+    assert after[ZONES[0]] != after[ZONES[1]], "both zones rendered the timestamps alike: no zone was applied"
+    assert ctx.decisions.read("events")[-1]["reason"] == started.reason
+    assert ctx.state.load("events").run is None, "the job left a run in progress behind"
+
+
+class Committer:
+    """A stand-in for `DeltaSqlCommitter` as `_liquid_keys` uses it: the table's keys, and what was set."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        from types import SimpleNamespace
+
+        self.keys, self.set = keys, []
+        self.table = SimpleNamespace(uri="mem://events")
+
+    def clustering_columns(self) -> tuple[str, ...]:
+        return self.keys
+
+    def set_clustering(self, keys) -> None:  # type: ignore[no-untyped-def]
+        self.set.append(list(keys))
+
+
+@pytest.mark.parametrize("decided", [("X",), None], ids=["decided-other-case", "no-decision"])
+def test_the_decided_keys_compare_case_insensitively_and_a_manual_run_compares_none(decided):
+    """Keys named in another case are the same keys (as `_liquid_keys` compares them); without a decision
+    (``deltaopt optimize`` by hand) nothing is compared: `set` changes the keys as before."""
+    from optimizer.clustering.by_delta import _liquid_keys
+    from optimizer.clustering.result import DeltaCommandResult
+
+    committer = Committer(("x",))
+    done = _liquid_keys(committer, DeltaCommandResult(keys=["id"], not_applied=[], clustered=True), "set", decided)
+
+    assert committer.set == [["id"]] and done.keys_before == ["x"] and done.keys_changed
+
+
+def test_keys_changed_since_the_decision_raise_before_any_command():
+    from optimizer.clustering.by_delta import KeysChangedError, _liquid_keys
+    from optimizer.clustering.result import DeltaCommandResult
+
+    committer = Committer(("id",))
+    with pytest.raises(KeysChangedError, match=r"changed from \(x\) to \(id\) since the decision; nothing was run"):
+        _liquid_keys(committer, DeltaCommandResult(keys=["x"], not_applied=[], clustered=True), "set", ("x",))
+    assert committer.set == []
