@@ -244,7 +244,8 @@ def _estimate(decision: dict[str, Any] | None) -> dict[str, Any]:
         "net": decision.get("net"),
         "cost": (decision.get("cost") or {}).get("seconds"),
         "features": decision.get("features"),
-        "benefit": {k: benefit.get(k) for k in keep} | {"stored_ratio": (benefit.get("compression") or {}).get("ratio")}
+        "benefit": {k: benefit.get(k) for k in keep}
+        | {"stored_ratio": (benefit.get("compression") or {}).get("ratio"), "calibration": benefit.get("calibration")}
         if benefit
         else None,
     }

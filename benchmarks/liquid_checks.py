@@ -65,7 +65,7 @@ def service_jobs(ticks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if benefit.get("bytes_per_query_before") is not None and benefit.get("bytes_per_query_after") is not None:
             raw = benefit["bytes_per_query_before"] - benefit["bytes_per_query_after"]
             # the saving the decision weighed: the estimate's, times the table's realised / estimated factor
-            estimated = raw * (benefit.get("calibration") or {}).get("factor", 1.0)
+            estimated = raw * _factor(benefit, service["reason"])
         job = {"step": t["step"], "phase": t["phase"], "operation": service["liquid"].get("operation")}
         job.update(estimated=estimated, raw_estimated=raw, realised=before - after, before=before, after=after)
         job.update(seconds=rewrite_seconds(t, "service"), run_id=service["job"].get("run_id"))
@@ -73,6 +73,15 @@ def service_jobs(ticks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         job["ratio"] = estimated / job["realised"] if estimated is not None and job["realised"] > 0 else None
         out.append(job)
     return out
+
+
+def _factor(benefit: dict[str, Any], reason: str) -> float:
+    """The table's realised / estimated factor the decision scaled its benefit by (1: none); runs whose
+    records kept no `calibration` give it in the reason ("estimate 17.7 x0.71, this table's ...")."""
+    if benefit.get("calibration"):
+        return float(benefit["calibration"]["factor"])
+    found = re.search(r"\(estimate [0-9.]+ x([0-9.]+), this table's realised", reason)
+    return float(found.group(1)) if found else 1.0
 
 
 def _stored_ratio(benefit: dict[str, Any], reason: str) -> float | None:

@@ -4,11 +4,36 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)  # type: ignore[attr-defined]
+# The JVMs the tests start run the same code with two flags that suit them on 2 cores (spark-submit adds
+# SPARK_SUBMIT_OPTS to a driver's command; the drivers the CLI, service and crash tests start inherit it):
+# - the throughput garbage collector: the heaps are small and short-lived, and G1's concurrent threads compete
+#   with the work (measured: 0.96x wall on the table-features, optimize and liquid-tick tests, paired runs);
+# - the C1 compiler only, for the short-lived drivers of one command each, whose seconds of work do not repay
+#   C2's compiler threads (as `tests.clusters.servers.QUICK_JIT`; the two kill -9 tests went from 13.7 and
+#   11.6 s to 11.2 and 9.4 s in two idle full runs). The run's own session (`MAIN_JVM_OPTIONS`)
+#   lives for the whole run and keeps C2: C1 alone made it 1.38x slower.
+MAIN_JVM_OPTIONS = "-XX:+UseParallelGC"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{MAIN_JVM_OPTIONS} -XX:TieredStopAtLevel=1")
+
+
+@contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """`name` set to `value` while the block runs (a JVM started in it keeps what it saw)."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 @pytest.fixture(scope="session")
@@ -18,9 +43,14 @@ def spark() -> Iterator[object]:
 
     # Delta rebuilds a snapshot's state with 50 tasks by default (sized for clusters); the tests' tables have
     # a few files each, so 2 tasks do the same work with less scheduling (measured: about 7% off Delta-heavy tests).
-    tuned = {"spark.databricks.delta.snapshotPartitions": "2"}
+    # Whole-stage code generation compiles one Java class per query stage with Janino: on the tests' tables of a
+    # few thousand rows that compile costs more than the rows (measured: 0.92x wall on the table-features,
+    # optimize and liquid-tick tests, paired runs). Spark then runs the same plans expression by expression;
+    # every result is the same, and deltaopt's own code is exercised exactly as before.
+    tuned = {"spark.databricks.delta.snapshotPartitions": "2", "spark.sql.codegen.wholeStage": "false"}
     settings = SparkSettings(master="local[2]", shuffle_partitions=4, app_name="deltaopt-tests", conf=tuned)
-    session = build_session(settings)
+    with _environment("SPARK_SUBMIT_OPTS", MAIN_JVM_OPTIONS):
+        session = build_session(settings)
     yield session
     session.stop()
 
