@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,20 +21,6 @@ MAIN_JVM_OPTIONS = "-XX:+UseParallelGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{MAIN_JVM_OPTIONS} -XX:TieredStopAtLevel=1")
 
 
-@contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
-    """`name` set to `value` while the block runs (a JVM started in it keeps what it saw)."""
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
-
-
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     from optimizer.config import SparkSettings
@@ -49,7 +34,8 @@ def spark() -> Iterator[object]:
     # every result is the same, and deltaopt's own code is exercised exactly as before.
     tuned = {"spark.databricks.delta.snapshotPartitions": "2", "spark.sql.codegen.wholeStage": "false"}
     settings = SparkSettings(master="local[2]", shuffle_partitions=4, app_name="deltaopt-tests", conf=tuned)
-    with _environment("SPARK_SUBMIT_OPTS", MAIN_JVM_OPTIONS):
+    with pytest.MonkeyPatch.context() as env:  # the JVM keeps what it saw at its start
+        env.setenv("SPARK_SUBMIT_OPTS", MAIN_JVM_OPTIONS)
         session = build_session(settings)
     yield session
     session.stop()

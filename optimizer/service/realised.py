@@ -281,10 +281,11 @@ def _moved(totals: RealisedTotals, old: MeasuredJob, new: MeasuredJob, threshold
     after = _numbers(new, thresholds)
     estimated = realised_estimated = 0.0
     first = old.scans == 0 and new.scans > 0  # the job's first scans: one more job measured
-    has_estimate = after.estimated is not None and before.estimated is not None
-    if after.estimated is not None and before.estimated is not None:  # (narrowed here, for the type checker)
+    estimated_jobs = 0  # of them, jobs with an estimate
+    if after.estimated is not None and before.estimated is not None:
         estimated = after.estimated - before.estimated
         realised_estimated = after.benefit - before.benefit
+        estimated_jobs = 1 if first else 0
     return RealisedTotals(
         jobs=totals.jobs + (1 if first else 0),
         scans=totals.scans + new.scans - old.scans,
@@ -292,7 +293,7 @@ def _moved(totals: RealisedTotals, old: MeasuredJob, new: MeasuredJob, threshold
         realised=totals.realised + after.benefit - before.benefit,
         estimated=totals.estimated + estimated,
         estimated_realised=totals.estimated_realised + realised_estimated,
-        estimated_jobs=totals.estimated_jobs + (1 if first and has_estimate else 0),
+        estimated_jobs=totals.estimated_jobs + estimated_jobs,
     )
 
 
