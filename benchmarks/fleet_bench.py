@@ -142,14 +142,16 @@ def calibrated(spark: Any) -> tuple[CostModel, float]:
 
 
 def one_size(spark: Any, work: Path, count: int, args: argparse.Namespace, model: CostModel) -> dict[str, Any]:
-    from optimizer.service.service import context, decide_all, start_ranked
+    from optimizer.service.service import context, finish_pass, run_once
+    from optimizer.service.tick import tick
 
     config = parse_config(build(work, count, args.worth, args.flat))
     ctx = context(config, spark=lambda: spark)
     ctx.cost_model = model
     tables = list(config.tables)
     started = time.perf_counter()
-    decided = decide_all(ctx, NOW, tables)
+    with ctx.queue.held():  # the pass's ticks, timed apart from its jobs; the budget is set between
+        decided = {table.name: tick(table, ctx, NOW) for table in tables}
     decide_s = time.perf_counter() - started
     candidates = ctx.queue.ranked(NOW)
     merit = {c.table for c in candidates}
@@ -158,7 +160,7 @@ def one_size(spark: Any, work: Path, count: int, args: argparse.Namespace, model
     offline, offline_net = greedy(candidates, limit)
     by_table = {c.table: c for c in candidates}
     started = time.perf_counter()
-    first = {r.table: r for r in start_ranked(ctx, NOW, decided)}
+    first = {r.table: r for r in finish_pass(ctx, decided, ctx.queue.dispatch(NOW))}
     jobs_s = time.perf_counter() - started
     ran = {
         t
@@ -178,7 +180,7 @@ def one_size(spark: Any, work: Path, count: int, args: argparse.Namespace, model
 
     ctx.spark = no_spark
     started = time.perf_counter()
-    sweep = start_ranked(ctx, NOW + timedelta(minutes=5), decide_all(ctx, NOW + timedelta(minutes=5), unchanged))
+    sweep = run_once(ctx, NOW + timedelta(minutes=5), unchanged)
     sweep_s = time.perf_counter() - started
     assert all(r.reused for r in sweep), [r.reason for r in sweep if not r.reused][:3]
     assert DeltaTable(config.service.decisions_path).version() == version  # no commit
@@ -187,7 +189,7 @@ def one_size(spark: Any, work: Path, count: int, args: argparse.Namespace, model
     for i in range(args.worth + args.flat, args.worth + args.flat + args.nudged):  # a little new data
         write_deltalake(str(work / f"t{i:04d}"), frame([10**9 + i]), mode="append")
     started = time.perf_counter()
-    nudge = start_ranked(ctx, NOW + timedelta(minutes=10), decide_all(ctx, NOW + timedelta(minutes=10), tables))
+    nudge = run_once(ctx, NOW + timedelta(minutes=10), tables)
     nudge_s = time.perf_counter() - started
     redecided = sorted(r.table for r in nudge if not r.reused)
 
@@ -195,7 +197,7 @@ def one_size(spark: Any, work: Path, count: int, args: argparse.Namespace, model
     while merit - served and passes < args.max_passes:
         passes += 1
         later = NOW + timedelta(hours=passes, minutes=11)
-        records = start_ranked(ctx, later, decide_all(ctx, later, tables))
+        records = run_once(ctx, later, tables)
         served |= {r.table for r in records if r.job is not None and r.job.outcome is not None}
     return {
         "tables": count,

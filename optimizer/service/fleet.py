@@ -21,12 +21,11 @@ budget left, what it needs) in its table's decision.
 The queue holds no Spark and no table handle: a candidate's `start` runs the job and writes its record
 (`optimizer.service.tick`). `launch` says where jobs of other tables start (inline by default; the
 serve loop hands them to its worker pool). The ledger and the waiting list are written to
-``<state_dir>/fleet.json`` for ``deltaopt status``.
+``<state_dir>/fleet.json`` for ``deltaopt status`` (`service.fleet_file`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -35,15 +34,16 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from querylog.durable import atomic_file
+from optimizer.service.fleet_file import Charge, FleetFile, as_json
 
 log = logging.getLogger(__name__)
 MIN_COST = 1.0  # cluster-seconds: a job priced below this ranks as if it cost this much
 MIN_MEASURED = 3  # jobs measured before their measured/estimated ratio corrects admissions
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
+_Decided = TypeVar("_Decided")
 
 
 @dataclass(frozen=True)
@@ -74,15 +74,6 @@ class Candidate:
     def priority(self, now: datetime, aging: float) -> float:
         waited = max((now - self.since).total_seconds(), 0.0)
         return self.rate * (1.0 + waited / aging if aging > 0 else 1.0)
-
-
-@dataclass(frozen=True)
-class Charge:
-    at: datetime
-    seconds: float
-    table: str
-    estimated: float
-    running: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,7 +113,7 @@ class FleetQueue:
     ) -> None:
         self.slots = slots
         self.budget = budget or Budget()
-        self.path = Path(path) if path is not None else None
+        self.file = FleetFile(path) if path is not None else None
         self.launch = launch  # None: every job runs in the dispatching thread, one after another
         self.clock = clock
         self.timer = timer  # measures a job's cluster-seconds (its wall time on the cluster)
@@ -130,7 +121,7 @@ class FleetQueue:
         self._waiting: dict[str, Candidate] = {}
         self._running: dict[str, Charge] = {}
         self._ticking: set[str] = set()
-        self._ledger: list[Charge] = self._load()
+        self._ledger: list[Charge] = self.file.charges() if self.file is not None else []
         self._held = 0
         self._warming: set[str] = set()
         self._stopped = False
@@ -195,6 +186,14 @@ class FleetQueue:
         finally:
             with self._lock:
                 self._held -= 1
+
+    def ranked_pass(self, now: datetime, decide: Callable[[], _Decided]) -> tuple[_Decided, Dispatched]:
+        """One pass over the fleet: `decide` runs with the queue held (each table's tick queues its
+        candidate, none starts), then the candidates start best first (`dispatch`). Returns what `decide`
+        returned and what the dispatch did."""
+        with self.held():
+            decided = decide()
+        return decided, self.dispatch(now)
 
     def stop(self) -> None:
         """Start no more jobs (the service is shutting down); the waiting ones are forgotten with it."""
@@ -346,7 +345,7 @@ class FleetQueue:
                 "budget": asdict(self.budget),
                 "used": {"hour": round(self.used(now, HOUR), 1), "day": round(self.used(now, DAY), 1)},
                 "slots": self.slots,
-                "running": [_charge(c) for c in self._running.values()],
+                "running": [as_json(c) for c in self._running.values()],
                 "waiting": [
                     {
                         "table": c.table,
@@ -359,48 +358,14 @@ class FleetQueue:
                     }
                     for c in ranked
                 ],
-                "ledger": [_charge(c) for c in self._ledger],
+                "ledger": [as_json(c) for c in self._ledger],
             }
 
     def _save(self, now: datetime) -> None:
-        if self.path is None:
+        if self.file is None:
             return
         self._ledger = [c for c in self._ledger if c.at > now - DAY]  # the ledger keeps one day
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_file(self.path, "w") as out:
-            json.dump(self.snapshot(now), out, indent=1)
-
-    def _load(self) -> list[Charge]:
-        """The charges of the last day a previous process recorded (the budget survives a restart)."""
-        if self.path is None or not self.path.exists():
-            return []
-        try:
-            data = json.loads(self.path.read_text())
-            return [
-                Charge(datetime.fromisoformat(c["at"]), float(c["seconds"]), str(c["table"]), float(c["estimated"]))
-                for c in data.get("ledger", [])
-            ]
-        except (ValueError, KeyError, TypeError) as err:
-            log.warning("%s is unreadable (%s): the budget starts empty", self.path, err)
-            return []
-
-
-def read_snapshot(path: str | Path) -> dict[str, Any] | None:
-    """The fleet file a running service wrote (None: none yet)."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    return dict(json.loads(path.read_text()))
-
-
-def _charge(charge: Charge) -> dict[str, Any]:
-    return {
-        "at": charge.at.isoformat(),
-        "seconds": round(charge.seconds, 3),
-        "table": charge.table,
-        "estimated": round(charge.estimated, 1),
-        "running": charge.running,
-    }
+        self.file.write(self.snapshot(now))
 
 
 def _corrected(factor: float) -> str:

@@ -26,7 +26,7 @@ from optimizer.runtime import build_session
 from optimizer.service.context import ServiceContext
 from optimizer.service.decisions import DecisionLog
 from optimizer.service.discovery import Discovery
-from optimizer.service.fleet import Budget, FleetQueue
+from optimizer.service.fleet import Budget, Dispatched, FleetQueue
 from optimizer.service.metrics import Metrics
 from optimizer.service.record import TickRecord
 from optimizer.service.state import StateStore
@@ -80,29 +80,23 @@ def watched(ctx: ServiceContext) -> Discovery:
     return discovery
 
 
-def run_once(ctx: ServiceContext, now: datetime | None = None) -> list[TickRecord]:
-    """One tick per watched table (configured, then discovered), in order; the jobs they decide wait
-    until every table has decided, then start in rank order within the budget (`service.fleet`). A table
-    whose job started returns the job's record."""
+def run_once(
+    ctx: ServiceContext, now: datetime | None = None, tables: Sequence[TableSettings] | None = None
+) -> list[TickRecord]:
+    """One tick per watched table (configured, then discovered; or `tables`), in order; the jobs they
+    decide wait until every table has decided, then start in rank order within the budget
+    (`FleetQueue.ranked_pass`). A table whose job started returns the job's record; one whose job waits
+    says why."""
     now = now or datetime.now(UTC)
-    decided = decide_all(ctx, now)
-    return start_ranked(ctx, now, decided)
-
-
-def decide_all(
-    ctx: ServiceContext, now: datetime, tables: Sequence[TableSettings] | None = None
-) -> dict[str, TickRecord]:
-    """Tick every watched table (or `tables`) with the queue held: their jobs wait, ranked, unstarted."""
     tables = tables or watched(ctx).tables()
-    with ctx.queue.held():
-        return {table.name: tick(table, ctx, now) for table in tables}
+    records, dispatched = ctx.queue.ranked_pass(now, lambda: {t.name: tick(t, ctx, now) for t in tables})
+    return finish_pass(ctx, records, dispatched)
 
 
-def start_ranked(ctx: ServiceContext, now: datetime, records: dict[str, TickRecord]) -> list[TickRecord]:
-    """Start the queued jobs best first within the slots and budget; the records of those still waiting
-    say why and are written; the pass's decision rows are committed together."""
-    dispatched = ctx.queue.dispatch(now)
-    records.update(dispatched.records)
+def finish_pass(ctx: ServiceContext, records: dict[str, TickRecord], dispatched: Dispatched) -> list[TickRecord]:
+    """A pass's records once its queue dispatched: the started jobs' records replace their ticks', those
+    still waiting say why and are written, and the pass's decision rows are committed together."""
+    records = {**records, **dispatched.records}
     for name, record in records.items():
         if record.action is Verdict.DEFERRED and not record.job and "; deferred: " not in record.reason:
             why = dispatched.waiting.get(name, "waiting in the fleet queue")

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from optimizer.service.fleet import read_snapshot
+from optimizer.service.fleet_file import read_snapshot
 from optimizer.service.realised import realised_line, summed, totals_dict
 from optimizer.service.state import StateStore
 

@@ -56,6 +56,23 @@ def test_jobs_start_best_rank_first_not_first_come():
     assert "started by the fleet queue (net benefit per cluster-second 30.00" in done.records["high"]
 
 
+def test_a_ranked_pass_starts_nothing_until_every_table_decided_then_best_first():
+    ran: list[str] = []
+    queue = fleet(slots=1)
+
+    def decide() -> dict[str, bool]:  # each table's tick: queue its job, which must not start yet
+        held = {}
+        for name, net in [("low", 9), ("high", 300), ("mid", 50)]:
+            queue.submit(candidate(name, net, 10, ran))
+            held[name] = queue.dispatch(NOW, own=name).held
+        assert not ran
+        return held
+
+    decided, dispatched = queue.ranked_pass(NOW, decide)
+    assert decided == {"low": True, "high": True, "mid": True}
+    assert ran == ["high", "mid", "low"] and list(dispatched.records) == ran and not dispatched.held
+
+
 def test_the_budget_goes_to_the_best_ranked_jobs_and_the_rest_say_why():
     ran: list[str] = []
     queue = fleet(slots=4, budget=Budget(per_hour=100, per_day=1000))
