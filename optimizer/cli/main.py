@@ -1,10 +1,11 @@
 """The ``deltaopt`` command line: the argument parser and the entry point.
 
 Each sub-command is a small function in `optimizer.cli.commands`, `.service` or `.querylog`. Errors from the library
-(`DeltaOptError`, `QueryLogError`) become one clear line on stderr and exit status 2; a failure inside Spark or its
-JVM (py4j, PySpark's captured and Connect exceptions) one line naming the Java or Spark error and exit status 3, its
-full trace logged at DEBUG (`optimizer.cli.common.spark_failure_line`). Any other exception is a bug: its
-traceback stays.
+(`DeltaOptError`, `QueryLogError`) become one clear line on stderr and exit status 2 (4 when a service job's liquid
+table has other clustering keys than its decision saw: `by_delta.KeysChangedError`, nothing run); a failure inside
+Spark or its JVM (py4j, PySpark's captured and Connect exceptions) one line naming the Java or Spark error and exit
+status 3, its full trace logged at DEBUG (`optimizer.cli.common.spark_failure_line`). Any other exception is a bug:
+its traceback stays.
 
 The console script is `entry`, which leaves the process without Python's finalisation once the
 command has returned and its output is flushed: native threads of delta-rs (tokio) and pyarrow torn
@@ -301,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except KNOWN as err:
         print(f"deltaopt: error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return int(getattr(err, "exit_status", EXIT_BAD_INPUT))  # one a remote caller must tell apart has its own
     except Exception as err:
         line = spark_failure_line(args, err)
         if line is None:

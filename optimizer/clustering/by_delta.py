@@ -50,7 +50,10 @@ MAX_KEYS = 4  # Delta's limit on clustering columns
 
 class KeysChangedError(CommitConflictError):
     """A service job's liquid table has other clustering keys than its decision saw (the user's ``ALTER
-    TABLE ... CLUSTER BY`` since the tick): the job ran nothing, so the user's keys stand."""
+    TABLE ... CLUSTER BY`` since the tick): the job ran nothing, so the user's keys stand. ``deltaopt
+    optimize`` exits with `exit_status` for it, so a service whose job ran remotely tells it apart."""
+
+    exit_status = 4
 
 
 def clustering_keys(features: FeatureSet, limit: int | None = MAX_KEYS) -> tuple[list[str], list[str]]:

@@ -13,10 +13,11 @@ from costmodel.cost import CostModel
 from optimizer.catalog import table_locations
 from optimizer.config import Config, TableSettings
 from optimizer.service.decisions import DecisionLog
-from optimizer.service.executors import Executor, choose_executor
+from optimizer.service.executors import Executor
 from optimizer.service.fleet import FleetQueue
 from optimizer.service.metrics import Metrics
 from optimizer.service.record import TickRecord
+from optimizer.service.remote import choose_executor
 from optimizer.service.state import StateStore
 
 if TYPE_CHECKING:

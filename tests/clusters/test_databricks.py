@@ -18,7 +18,8 @@ import pytest
 
 from optimizer.config import DatabricksSettings
 from optimizer.features import FeatureSet, ZFeature
-from optimizer.service.executors import DatabricksExecutor, OptimizeRequest
+from optimizer.service.executors import OptimizeRequest
+from optimizer.service.remote import DatabricksExecutor
 from tests.clusters.servers import JsonHandler, delta_submit_conf, process_env, spark_class
 from tests.clusters.test_standalone import delta_table, rows_of
 

@@ -68,7 +68,8 @@ def test_keys_the_user_changed_after_the_decision_are_kept_and_nothing_runs(
 
 class RemoteStandIn:
     """What `ConnectExecutor` runs on a cluster, the CLI's optimize with the request's arguments (here
-    in-process on the test session), and how it reports a failing run: `JobSubmissionError`, its last line."""
+    in-process on the test session), and how it reads a failing run: by its exit status and last line
+    (`remote.remote_failure`)."""
 
     name = "remote"
     capabilities = Capabilities(session=True, jvm=True, delta=None)  # a local session: not SQL only
@@ -78,11 +79,11 @@ class RemoteStandIn:
 
     def run(self, request: OptimizeRequest) -> JobOutcome:
         from optimizer.cli.main import main
-        from optimizer.errors import JobSubmissionError
+        from optimizer.service.remote import remote_failure
 
-        if main(optimize_command(request)) != 0:
-            last = (self.capsys.readouterr().err.strip().splitlines() or ["no output"])[-1]
-            raise JobSubmissionError(f"OPTIMIZE through the stand-in failed: {last}")
+        status = main(optimize_command(request))
+        if status != 0:
+            raise remote_failure("the stand-in", status, self.capsys.readouterr().err)
         return JobOutcome(self.name, None)
 
 
@@ -104,10 +105,9 @@ def test_a_remote_key_change_keeps_the_keys_the_user_changed_after_the_decision(
     started = ctx.queue.dispatch(NOW).records["events"]
 
     assert keys(spark, path) == ["pad"] and operations(spark, path) == committed
-    assert started.action is Verdict.ERROR, started.reason  # the run failed on the cluster: nothing committed
-    assert f"the clustering keys of {path} changed from (id) to (pad) since the decision; nothing was run" in (
-        started.reason
-    )
+    assert started.action is Verdict.SKIP and started.job is None, started.reason  # as in-process: nothing run
+    said = f"the clustering keys of {path} changed from (id) to (pad) since the decision; nothing was run"
+    assert started.reason.endswith(f"; {said}"), started.reason
 
 
 def dv_liquid_table(spark, path: str) -> None:  # type: ignore[no-untyped-def]
@@ -231,3 +231,31 @@ def test_keys_changed_since_the_decision_raise_before_any_command():
     with pytest.raises(KeysChangedError, match=r"changed from \(x\) to \(id\) since the decision; nothing was run"):
         _liquid_keys(committer, DeltaCommandResult(keys=["x"], not_applied=[], clustered=True), "set", ("x",))
     assert committer.set == []
+
+
+@pytest.mark.parametrize(
+    ("status", "stderr", "kind"),
+    [
+        (
+            4,
+            "deltaopt: error: the clustering keys of t changed from (a) to (b) since the decision; nothing was run",
+            "keys",
+        ),
+        (2, "deltaopt: error: CommitConflictError: a concurrent commit touched the files", "conflict"),
+        (2, "deltaopt: error: table t does not exist", "failed"),
+        (3, "deltaopt: Spark failed: java.lang.OutOfMemoryError", "failed"),
+    ],
+)
+def test_a_remote_run_s_exit_status_says_whether_keys_changed_a_commit_lost_or_the_run_failed(status, stderr, kind):
+    from optimizer.clustering.by_delta import KeysChangedError
+    from optimizer.errors import CommitConflictError, JobSubmissionError
+    from optimizer.service.remote import remote_failure
+
+    error = remote_failure("sc://cluster", status, f"some log line\n{stderr}\n")
+
+    expected = {"keys": KeysChangedError, "conflict": CommitConflictError, "failed": JobSubmissionError}[kind]
+    assert type(error) is expected
+    if kind == "keys":  # the record reads as the in-process refusal, without the CLI's prefix
+        assert str(error) == "the clustering keys of t changed from (a) to (b) since the decision; nothing was run"
+    else:
+        assert stderr in str(error)

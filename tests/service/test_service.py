@@ -22,7 +22,8 @@ from costmodel.cost import CostModel
 from optimizer.config import DatabricksSettings, ExecutionSettings, SparkSettings, parse_config
 from optimizer.errors import ConfigError, JobSubmissionError
 from optimizer.features import FeatureSet, ZFeature
-from optimizer.service.executors import DatabricksExecutor, OptimizeRequest, choose_executor
+from optimizer.service.executors import OptimizeRequest
+from optimizer.service.remote import DatabricksExecutor, choose_executor
 from optimizer.service.state import RunInProgress
 from optimizer.table.access import Commit
 from optimizer.verdict import Verdict
