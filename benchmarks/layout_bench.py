@@ -44,7 +44,8 @@ from optimizer.clustering.ordering import file_vectors, order_partitions, zero_b
 from optimizer.clustering.sop import cluster
 from optimizer.config import SparkSettings, Thresholds
 from optimizer.demo import load_part
-from optimizer.estimate.layouts import candidate_layouts, layout_benefit, layout_cost, workload_replay
+from optimizer.estimate.candidates import candidate_layouts
+from optimizer.estimate.layouts import layout_benefit, layout_cost, workload_replay
 from optimizer.runtime import build_session
 from optimizer.skipping.collect import sop_vector
 from optimizer.skipping.extended import load_index

@@ -60,3 +60,18 @@ class JobSubmissionError(DeltaOptError):
 
 
 KNOWN: tuple[type[Exception], ...] = (DeltaOptError, QueryLogError, CostModelError)  # errors with a clear message
+
+
+# Python's own kinds of error: a wrong call in deltaopt, whose traceback must stay wherever a failure from
+# Spark becomes one line or a warning. PySpark's own argument checks raise errors of these kinds too
+# (PySparkTypeError, PySparkValueError...), though they are PySparkExceptions.
+PYTHON_BUGS: tuple[type[Exception], ...] = (
+    TypeError,
+    ValueError,
+    AttributeError,
+    NameError,
+    LookupError,
+    AssertionError,
+    ImportError,
+    NotImplementedError,
+)

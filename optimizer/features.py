@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Literal, cast
 
+from optimizer.cut_tree import CutTree, parse_tree
 from optimizer.errors import FeatureError
 from querylog.predicates.classify import column_names
 from querylog.predicates.normalize import parse_canonical
@@ -83,6 +84,19 @@ class FeatureSet:
     sop_leads: bool = False  # files cut by SOP id first, Z-order within (not the SOP id as a Z dimension)
     joined: tuple[JoinedFeature, ...] = ()  # dimension attributes, Z dimensions after `z`
     curve: Curve = "z"  # the order over the dimensions: Z-order, or a Hilbert curve
+    # Z-order's bit pattern: the dimension (index in curve order) of each leading key bit, most significant
+    # first; empty: the bits interleaved round-robin (`clustering.curves.key_bit_order`)
+    precision: tuple[int, ...] = ()
+    # a cut tree over plain Z columns (`clustering.cuts`): files never mix its leaves, ordered within by the curve
+    cuts: CutTree | None = None
+
+    def __post_init__(self) -> None:
+        """A malformed bit pattern is refused where the feature set is made (read from a record or
+        --features-json, or derived from another): one clear line, before any work."""
+        if self.precision:
+            _check_precision(self.precision, self.curve, self.curve_dimensions)
+        if self.cuts is not None:
+            _check_cuts(self.cuts, self)
 
     @property
     def is_empty(self) -> bool:
@@ -113,6 +127,10 @@ class FeatureSet:
             document["joined"] = [j.as_dict() for j in self.joined]
         if self.curve != "z":  # likewise absent for Z-order
             document["curve"] = self.curve
+        if self.precision:  # likewise absent for round-robin bits
+            document["precision"] = list(self.precision)
+        if self.cuts is not None:  # likewise absent without a cut tree
+            document["cuts"] = self.cuts.as_json()
         return document
 
     @classmethod
@@ -131,6 +149,8 @@ class FeatureSet:
             sop_weights={str(k): float(v) for k, v in weights.items()} if isinstance(weights, Mapping) else {},
             sop_leads=data.get("sop_leads") is True,
             curve=_curve(data.get("curve")),
+            precision=_precision(data.get("precision")),
+            cuts=parse_tree(data["cuts"]) if data.get("cuts") is not None else None,
             joined=tuple(
                 JoinedFeature(**{k: str(j[k]) for k in _JOINED_FIELDS})
                 for j in (joined if isinstance(joined, list) else [])
@@ -151,3 +171,58 @@ def _curve(value: object) -> Curve:
     if value not in CURVES:
         raise FeatureError(f"unknown curve {value!r} in the feature set: expected one of {', '.join(CURVES)}")
     return cast(Curve, value)
+
+
+KEY_BITS = 63  # a curve's key is a non-negative long (`clustering.curves.KEY_BITS`)
+DIMENSION_BITS = 11  # the most bits a dimension's range ids take: ids 0..1024 (`clustering.zorder.MAX_RANGES`)
+
+
+def _precision(value: object) -> tuple[int, ...]:
+    """A recorded bit pattern: absent (records before it) is round-robin; anything but a list of
+    dimension indexes is refused in one line."""
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise FeatureError(f"malformed bit pattern {value!r} in the feature set: expected a list of dimension indexes")
+    return tuple(value)
+
+
+def _check_precision(pattern: tuple[int, ...], curve: Curve, dimensions: int) -> None:
+    """Refuse a bit pattern no Z key can follow: on a Hilbert curve (every dimension needs the same levels
+    there), over fewer than two dimensions (one is sorted by its value), naming a dimension the layout
+    does not have, giving a dimension more bits than range ids take, or longer than a key."""
+    if curve != "z":
+        raise FeatureError(
+            f"a bit pattern (precision) applies to Z-order only: the {curve} curve gives every dimension equal levels"
+        )
+    if dimensions < 2:
+        raise FeatureError(
+            f"a bit pattern (precision) needs two or more curve dimensions; this layout has {dimensions}"
+        )
+    wrong = sorted({i for i in pattern if not 0 <= i < dimensions})
+    if wrong:
+        raise FeatureError(
+            f"bit pattern names dimension(s) {wrong}: the layout's curve has dimensions 0..{dimensions - 1}"
+        )
+    crowded = sorted(i for i in set(pattern) if pattern.count(i) > DIMENSION_BITS)
+    if crowded:
+        raise FeatureError(
+            f"bit pattern gives dimension(s) {crowded} more than the {DIMENSION_BITS} bits a dimension's range ids have"
+        )
+    if len(pattern) > KEY_BITS:
+        raise FeatureError(f"bit pattern of {len(pattern)} bits: at most {KEY_BITS} fit in a long")
+
+
+def _check_cuts(tree: CutTree, features: FeatureSet) -> None:
+    """Refuse a cut tree the job cannot write as described: one of a single leaf (it cuts nothing), one
+    cutting a column that is no plain Z feature of the set (the cut columns are its ordered, indexed
+    keys), or one with the SOP id leading (both would lead the file order; within a leaf the SOP id
+    stays a curve dimension)."""
+    if tree.is_leaf:
+        raise FeatureError("a cut tree of a single leaf in the feature set: it cuts nothing")
+    plain = {f.column for f in features.z if f.is_plain_column}
+    alien = [c for c in tree.columns if c not in plain]
+    if alien:
+        raise FeatureError(f"the cut tree cuts {alien}: a cut tree cuts plain Z feature columns only")
+    if features.sop_leads:
+        raise FeatureError("a cut tree and the SOP id leading cannot combine: both would lead the file order")

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from optimizer.errors import DeltaOptError
+from optimizer.errors import PYTHON_BUGS, DeltaOptError
 
 
 def print_json(value: Any) -> None:
@@ -51,20 +51,6 @@ def watched(args: argparse.Namespace):
         table = table.model_copy(update={"thresholds": thresholds})
     spark = build_session(config.spark, config.tables)
     return config, table, spark, open_table(table.path), QueryLogTable(table.query_log_path)
-
-
-# PySpark's own argument checks raise errors that are PySparkExceptions and Python's own kinds too
-# (PySparkTypeError, PySparkValueError...): a wrong call in deltaopt, whose traceback must stay.
-PYTHON_BUGS: tuple[type[Exception], ...] = (
-    TypeError,
-    ValueError,
-    AttributeError,
-    NameError,
-    LookupError,
-    AssertionError,
-    ImportError,
-    NotImplementedError,
-)
 
 
 def spark_failure_line(args: argparse.Namespace, err: Exception) -> str | None:

@@ -73,13 +73,21 @@ def delta_expressible(features: FeatureSet, clustered: bool = False) -> tuple[Fe
     keys, left = clustering_keys(features, MAX_KEYS if clustered else None)
     kept = tuple(f for f in features.z if f.is_plain_column and f.column in keys)
     if clustered:  # a liquid table's OPTIMIZE orders by its own curve (`estimate.liquid.keys_layout`)
-        return replace(features, z=kept, sop=(), joined=()), left
-    return replace(features, z=kept, sop=(), joined=(), curve="z"), left + _zorder_only(features)
+        return replace(features, z=kept, sop=(), joined=(), precision=(), cuts=None), left + _bit_pattern(features)
+    applied = replace(features, z=kept, sop=(), joined=(), curve="z", precision=(), cuts=None)
+    return applied, left + _zorder_only(features) + _bit_pattern(features)
 
 
 def _zorder_only(features: FeatureSet) -> list[str]:
     """The curve ``OPTIMIZE ZORDER BY`` cannot follow, named as not applied (it orders by Z-order only)."""
     return [CURVE_NAMES[features.curve]] if features.curve != "z" else []
+
+
+def _bit_pattern(features: FeatureSet) -> list[str]:
+    """A Z-order bit pattern (`FeatureSet.precision`) and a cut tree (`FeatureSet.cuts`), named as not applied:
+    Delta interleaves its own way, and cuts files by no tree."""
+    named = ["workload bits"] if features.precision else []
+    return named + (["cut tree"] if features.cuts is not None else [])
 
 
 @dataclass(frozen=True)
@@ -185,7 +193,7 @@ def apply_with_delta(
     if full:  # a Delta without FULL would fail only after the CLUSTER BY below committed
         check_full(committer.spark, committer.table.uri)
     keys, left = clustering_keys(features, MAX_KEYS if clustered else None)
-    left = left if clustered else left + _zorder_only(features)
+    left = (left if clustered else left + _zorder_only(features)) + _bit_pattern(features)
     done = DeltaCommandResult(keys=keys, not_applied=left, clustered=clustered)
     if clustered:
         done = _liquid_keys(committer, done, path.liquid, decided)

@@ -6,7 +6,8 @@ Python UDF, so it runs alike on clusters and over Spark Connect) and as numpy ov
 
 * **Z-order** (`interleave`): bit t of dimension i goes to position t * d + i. Cheap, but the curve
   jumps: consecutive keys can be far apart at every power of two, so a file's rows may span distant
-  boxes.
+  boxes. A bit pattern (`FeatureSet.precision`, `key_bit_order`) may give some dimensions more of the
+  leading bits instead: the workload's narrow, frequent filters get finer cuts (learned Z-order).
 * **Hilbert** (`with_hilbert`, `hilbert_ids`): consecutive keys are neighbours on the grid (they differ
   by 1 in exactly one dimension), so a run of keys, a file or a row group, is a compact box with fewer,
   narrower min/max ranges. Delta's liquid clustering orders by a Hilbert curve over range ids for its
@@ -25,72 +26,101 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from optimizer.errors import ClusteringError
-from optimizer.features import Curve
+from optimizer.features import KEY_BITS, Curve
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-KEY_BITS = 63  # a non-negative long
 HILBERT_MAX_DIMENSIONS = 5  # its table has d * 2^(d-1) states of 2^d cells: 2,560 entries at 5
 LEVELS_PER_COLUMN = 4  # Hilbert levels nested in one expression (`with_hilbert`)
 CURVE_NAMES: dict[Curve, str] = {"z": "Z-order", "hilbert": "Hilbert curve"}  # in progress lines and records
 
 
-def check_curve(curve: Curve, dimensions: int) -> None:
-    """Refuse, in one line, a curve that cannot order `dimensions` dimensions (before any work)."""
+def check_curve(curve: Curve, dimensions: int, precision: Sequence[int] = ()) -> None:
+    """Refuse, in one line, a curve that cannot order `dimensions` dimensions, or a bit pattern it
+    cannot follow (before any work)."""
     if curve == "hilbert" and dimensions > HILBERT_MAX_DIMENSIONS:
         raise ClusteringError(
             f"the Hilbert curve orders at most {HILBERT_MAX_DIMENSIONS} dimensions; this layout has {dimensions}"
         )
+    if precision and curve != "z":
+        raise ClusteringError(f"a bit pattern applies to Z-order only, not to the {CURVE_NAMES[curve]}")
+    wrong = sorted({i for i in precision if not 0 <= i < dimensions})
+    if wrong:
+        raise ClusteringError(f"the bit pattern names dimension(s) {wrong}; this layout has {dimensions}")
 
 
-def curve_ids(curve: Curve, ids: Sequence[np.ndarray], bits: Sequence[int]) -> np.ndarray:
+def curve_ids(
+    curve: Curve, ids: Sequence[np.ndarray], bits: Sequence[int], *, precision: Sequence[int] = ()
+) -> np.ndarray:
     """The keys `with_curve_key` computes in Spark, over arrays of range ids (one per dimension)."""
-    return hilbert_ids(ids, bits) if curve == "hilbert" else interleave_ids(ids, bits)
+    return hilbert_ids(ids, bits) if curve == "hilbert" else interleave_ids(ids, bits, precision)
 
 
 def with_curve_key(
-    frame: DataFrame, name: str, ids: Sequence[Column], bits: Sequence[int], *, curve: Curve, scratch: str
+    frame: DataFrame,
+    name: str,
+    ids: Sequence[Column],
+    bits: Sequence[int],
+    *,
+    curve: Curve,
+    scratch: str,
+    precision: Sequence[int] = (),
 ) -> DataFrame:
     """`frame` with the curve's key of the range ids `ids` (of `bits` bits each) in column `name`;
-    columns under the prefix `scratch` are used on the way and dropped."""
+    columns under the prefix `scratch` are used on the way and dropped. `precision` is Z-order's bit
+    pattern (`key_bit_order`); the feature set refuses one on a Hilbert curve."""
     if curve == "hilbert":
         return with_hilbert(frame, name, ids, bits, scratch=scratch)
-    return frame.withColumn(name, interleave(ids, bits))
+    return frame.withColumn(name, interleave(ids, bits, precision))
 
 
-def interleave(ids: Sequence[Column], bits: Sequence[int]) -> Column:
-    """The Z-value: bit t of dimension i goes to position t * d + i (dimensions with fewer bits drop out
-    of the higher rounds), so every dimension gets equal weight at every level of the curve."""
+def key_bit_order(bits: Sequence[int], precision: Sequence[int] = ()) -> list[tuple[int, int]]:
+    """(dimension, bit of its range id) at each key position, least significant first.
+
+    Round-robin (no `precision`): bit t of dimension i at position t * d + i, a dimension with fewer bits
+    dropping out of the higher rounds. With `precision` (dimension indexes, most significant first), the
+    top key bits are those: each entry takes its dimension's highest bit not yet placed, an entry past
+    the bits the dimension's range ids have (fewer ranges than the pattern was chosen for) is passed
+    over, and the bits the pattern leaves keep their round-robin order below it. Refused in one line
+    when the key would not fit in a long."""
+    round_robin = [(i, t) for t in range(max(bits, default=0)) for i in range(len(bits)) if t < bits[i]]
+    if len(round_robin) > KEY_BITS:
+        raise ClusteringError(f"Z-value needs {len(round_robin)} bits; at most {KEY_BITS} fit in a long")
+    if not precision:
+        return round_robin
+    given = [0] * len(bits)
+    leading: list[tuple[int, int]] = []  # most significant first
+    for i in precision:
+        if given[i] < bits[i]:
+            given[i] += 1
+            leading.append((i, bits[i] - given[i]))
+    placed = set(leading)
+    return [p for p in round_robin if p not in placed] + leading[::-1]
+
+
+def interleave(ids: Sequence[Column], bits: Sequence[int], precision: Sequence[int] = ()) -> Column:
+    """The Z-value: the ids' bits at the positions `key_bit_order` gives (round-robin by default, so
+    every dimension gets equal weight at every level of the curve)."""
     from pyspark.sql import functions as F
 
     key = F.lit(0).cast("long")
-    position = 0
-    for t in range(max(bits)):
-        for i, column in enumerate(ids):
-            if t < bits[i]:
-                bit = F.shiftright(column, t).bitwiseAND(F.lit(1))
-                key = key.bitwiseOR(F.shiftleft(bit, position))
-                position += 1
-    if position > KEY_BITS:
-        raise ClusteringError(f"Z-value needs {position} bits; at most {KEY_BITS} fit in a long")
+    for position, (i, t) in enumerate(key_bit_order(bits, precision)):
+        bit = F.shiftright(ids[i], t).bitwiseAND(F.lit(1))
+        key = key.bitwiseOR(F.shiftleft(bit, position))
     return key
 
 
-def interleave_value(ids: Sequence[int], bits: Sequence[int]) -> int:
+def interleave_value(ids: Sequence[int], bits: Sequence[int], precision: Sequence[int] = ()) -> int:
     """The Z-value `interleave` computes in Spark, for one row in Python (`interleave_ids` for many)."""
-    return int(interleave_ids([np.array([i], dtype=np.int64) for i in ids], bits)[0])
+    return int(interleave_ids([np.array([i], dtype=np.int64) for i in ids], bits, precision)[0])
 
 
-def interleave_ids(ids: Sequence[np.ndarray], bits: Sequence[int]) -> np.ndarray:
+def interleave_ids(ids: Sequence[np.ndarray], bits: Sequence[int], precision: Sequence[int] = ()) -> np.ndarray:
     """`interleave_value` over arrays of range ids."""
     key = np.zeros(len(ids[0]), dtype=np.int64)
-    position = 0
-    for t in range(max(bits)):
-        for i, column in enumerate(ids):
-            if t < bits[i]:
-                key |= ((column >> t) & 1) << position
-                position += 1
+    for position, (i, t) in enumerate(key_bit_order(bits, precision)):
+        key |= ((ids[i] >> t) & 1) << position
     return key
 
 

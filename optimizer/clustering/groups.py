@@ -10,11 +10,13 @@ whether re-clustering it pays like for any other group.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from optimizer.cut_tree import CutTree
 from optimizer.features import FeatureSet
 from optimizer.skipping.extended import ExtendedStats, load_index_with_runs
 from optimizer.table.access import DataFile, Snapshot
@@ -48,7 +50,15 @@ def layout_key(features: FeatureSet | Mapping[str, Any] | None) -> str:
     sop = sorted(f.predicate for f in layout.sop)
     joined = f" joined={json.dumps([j.helper for j in layout.joined])}" if layout.joined else ""  # keys before stay
     curve = f" curve={layout.curve}" if layout.curve != "z" else ""  # likewise: Z-order says nothing
-    return f"z={json.dumps(z)} sop={json.dumps(sop)}{joined}{curve}"
+    bits = f" precision={json.dumps(list(layout.precision))}" if layout.precision else ""  # likewise: round-robin
+    cuts = f" cuts={_tree_digest(layout.cuts)}" if layout.cuts is not None else ""  # likewise: no tree
+    return f"z={json.dumps(z)} sop={json.dumps(sop)}{joined}{curve}{bits}{cuts}"
+
+
+def _tree_digest(tree: CutTree) -> str:
+    """A cut tree in a layout key: its leaf count and a digest of its cuts (a tree has up to a cut per file)."""
+    text = json.dumps(tree.as_json(), sort_keys=True)
+    return f"{tree.leaves} leaves #{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 def clustered_groups(

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from optimizer.clustering.curves import CURVE_NAMES
+from optimizer.clustering.cuts import check_cut_types, leaf_column
 from optimizer.clustering.joined import with_joined
 from optimizer.clustering.ordering import order_partitions
+from optimizer.clustering.precision import kept_pattern
 from optimizer.clustering.sop import SopPartition, cluster
 from optimizer.clustering.zorder import Dimension, GroupIndex, Helpers, zorder
 from optimizer.features import FeatureSet
@@ -106,6 +108,8 @@ def cluster_frame(
     unpartitioned table skip pass 1. Joined features' attributes are looked up into helper columns
     (`clustering.joined`) unless `frame` has them; those added here are dropped from the result.
     `row_groups` (layouts never written) asks for each row's row group within its file (`GroupIndex`)."""
+    if features.cuts is not None:  # a tree decided on another schema: refused before any work
+        check_cut_types(features.cuts, frame.schema)
     helpers = Helpers.avoiding(frame.columns)
     frame, added = with_joined(frame, features.joined)
     if added:
@@ -324,17 +328,23 @@ def _zorder_features(
     joined = [j.helper for j in features.joined if j.helper in present]  # one left out has no column
     lead = sop_id and features.sop_leads and bool(columns or joined)
     sop_dimension = [helpers.sop_id] if sop_id and not lead else []
+    kept = [True] * len(columns) + [j.helper in present for j in features.joined] + [True] * len(sop_dimension)
+    leaf = [f"{helpers.prefix}leaf"] if features.cuts is not None else []  # leads: files never mix leaves
+    if features.cuts is not None:
+        frame = frame.withColumn(leaf[0], leaf_column(features.cuts, expression_column))
     laid_out, dimensions = zorder(
         frame,
         [*columns, *joined, *sop_dimension],
         files,
         rows=rows,
-        leading=[*partition_columns, *([helpers.sop_id] if lead else [])],
+        leading=[*partition_columns, *leaf, *([helpers.sop_id] if lead else [])],
+        aligned=len(partition_columns) + 1 if leaf else 0,
         sample_rows=boundary_rows,
         file_column=file_column,
         observe=observe,
         helpers=helpers,
         row_groups=row_groups,
         curve=features.curve,
+        precision=kept_pattern(features.precision, kept),
     )
-    return laid_out.drop(*columns, *([helpers.sop_id] if sop_id else [])), dimensions
+    return laid_out.drop(*columns, *leaf, *([helpers.sop_id] if sop_id else [])), dimensions

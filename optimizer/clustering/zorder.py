@@ -4,7 +4,8 @@ Each dimension is mapped to a *range id* from quantile boundaries of a sample of
 Delta's OPTIMIZE ZORDER does: robust to skew and defined for any orderable type (numbers, dates,
 timestamps, strings). The range id is a nested CASE (a binary search over the boundaries) evaluated by
 Spark, NULL is range 0. The ids become one 64-bit key along a curve (`curves`: Z-order, the ids' bits
-interleaved, or a Hilbert curve, `FeatureSet.curve`); the same sample gives the file boundaries of the
+interleaved, round-robin or by a bit pattern, `FeatureSet.precision`, or a Hilbert curve, `FeatureSet.curve`);
+the same sample gives the file boundaries of the
 key, so rows go to files of the target size in one shuffle, sorted within files.
 
 Resolution: n files over d dimensions cut each dimension about n^(1/d) times; the boundaries give 16x
@@ -147,6 +148,8 @@ def zorder(
     helpers: Helpers | None = None,
     row_groups: GroupIndex | None = None,
     curve: Curve = "z",
+    precision: Sequence[int] = (),
+    aligned: int = 0,
 ) -> tuple[DataFrame, list[Dimension]]:
     """`frame`'s `rows` rows cut into about `files` files by (`leading` columns, `curve` key of `columns`)
     and sorted within each (one column: by its value), with the dimensions used. Table partition
@@ -163,10 +166,12 @@ def zorder(
     the estimator's virtual files aggregate by, without a shuffle into as many partitions as files).
     `observe` wraps the frame the shuffle reads (after the sample's job, which reads it too).
     `helpers` names the columns added for a while (default: a prefix no column of `frame` starts with).
-    `row_groups` gives each row its row group within its file (`GroupIndex`)."""
+    `row_groups` gives each row its row group within its file (`GroupIndex`). `precision` is Z-order's bit
+    pattern over `columns` (`curves.key_bit_order`; ignored for one column, which is sorted by value).
+    The first `aligned` `leading` columns start a new file wherever their values change (`aligned_cuts`)."""
     from pyspark.sql import functions as F
 
-    check_curve(curve, len(columns))
+    check_curve(curve, len(columns), precision)
     files = max(files, 1)
     names = helpers or Helpers.avoiding(frame.columns)
     every = hashable_columns([frame.schema[c] for c in frame.columns])
@@ -181,24 +186,28 @@ def zorder(
     ranges = ranges_for(files, len(columns))
     dimensions = [Dimension(c, quantile_boundaries(values[c], ranges) if ranges else ()) for c in columns]
     if len(dimensions) > 1:
-        frame = _with_key(frame, dimensions, names, curve)
+        frame = _with_key(frame, dimensions, names, (curve, precision))
         added.append(names.zkey)
-    key_columns, sampled = _order_key(dimensions, leading, values, names, curve=curve)
-    cuts = file_cuts(sampled, files)
+    key_columns, sampled = _order_key(dimensions, leading, values, names, curve=(curve, precision))
+    cuts = aligned_cuts(sampled, files, aligned)
     if row_groups is not None:  # the same order cut `groups` times finer: consecutive rows of a file
-        finer = file_cuts(sampled, files * row_groups.groups)
+        finer = aligned_cuts(sampled, files * row_groups.groups, aligned)
         frame = frame.withColumn(row_groups.column, _file_index(key_columns, finer))
     return _placed(frame, key_columns, cuts, file_column=file_column, observe=observe).drop(*added), dimensions
 
 
-def _with_key(frame: DataFrame, dimensions: Sequence[Dimension], names: Helpers, curve: Curve) -> DataFrame:
+CurveSpec = tuple[Curve, Sequence[int]]
+"""The curve, and Z-order's bit pattern (`FeatureSet.curve`, `FeatureSet.precision`)."""
+
+
+def _with_key(frame: DataFrame, dimensions: Sequence[Dimension], names: Helpers, curve: CurveSpec) -> DataFrame:
     """`frame` with the order key of two or more `dimensions` in `names.zkey`: their range ids along
     the curve (`curves`), a column of its own as the file index and the sort compare it many times."""
     from pyspark.sql import functions as F
 
     ids = [range_id(F.col(f"`{d.column}`"), d.boundaries) for d in dimensions]
     bits = [d.bits for d in dimensions]
-    return with_curve_key(frame, names.zkey, ids, bits, curve=curve, scratch=names.curve)
+    return with_curve_key(frame, names.zkey, ids, bits, curve=curve[0], scratch=names.curve, precision=curve[1])
 
 
 def _placed(
@@ -260,7 +269,7 @@ def _order_key(
     values: Mapping[str, list[Any]],
     names: Helpers,
     *,
-    curve: Curve,
+    curve: CurveSpec,
 ) -> tuple[list[Column], list[list[Any]]]:
     """What rows are ordered by, as Spark columns, and the same key's components over the sampled rows
     in `values` (one list per component; the curve's key by `curves.curve_ids`, as Spark computes it)."""
@@ -274,7 +283,7 @@ def _order_key(
     elif dimensions:
         spark_columns.append(F.col(f"`{names.zkey}`"))  # a column of its own: file index and sort compare it many times
         ids = [_range_ids(values[d.column], d.boundaries) for d in dimensions]
-        parts.append(curve_ids(curve, ids, [d.bits for d in dimensions]).tolist())
+        parts.append(curve_ids(curve[0], ids, [d.bits for d in dimensions], precision=curve[1]).tolist())
     return spark_columns, parts
 
 
@@ -327,6 +336,27 @@ def file_cuts(columns: Sequence[Sequence[Any]], files: int) -> list[tuple[Any, .
         if ranked != previous:
             cuts.append(tuple(c[position] for c in columns))
             previous = ranked
+    return cuts
+
+
+def aligned_cuts(columns: Sequence[Sequence[Any]], files: int, aligned: int) -> list[tuple[Any, ...]]:
+    """`file_cuts`, except that rows whose first `aligned` key components differ never share a file (a
+    cut tree's leaves, `clustering.cuts`): each such group of the sample gets its share of the files,
+    and a cut (its values, NULL...) opens it, below every key of the group (NULL sorts first)."""
+    count = len(columns[0]) if columns else 0
+    if not aligned or count == 0:
+        return file_cuts(columns, files)
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for row, prefix in enumerate(zip(*columns[:aligned], strict=True)):
+        groups.setdefault(prefix, []).append(row)
+    ordered = sorted(groups, key=lambda p: [(False, 0) if v is None else (True, v) for v in p])
+    cuts: list[tuple[Any, ...]] = []
+    for n, prefix in enumerate(ordered):
+        rows = groups[prefix]
+        if n:
+            cuts.append((*prefix, *([None] * (len(columns) - aligned))))
+        share = max(1, round(files * len(rows) / count))
+        cuts.extend(file_cuts([[c[r] for r in rows] for c in columns], share))
     return cuts
 
 

@@ -17,12 +17,14 @@ from costmodel.benefit import BenefitEstimate, Calibration, calibrated, combine
 from costmodel.cost import CostEstimate, CostModel
 from costmodel.rate import QueryRate, project_rate
 from optimizer.analysis.search import Score, SearchResult, best_single, greedy_search, layout_of
-from optimizer.clustering.curves import CURVE_NAMES, HILBERT_MAX_DIMENSIONS
 from optimizer.config import Thresholds
+from optimizer.estimate.candidates import candidate_layouts
 from optimizer.estimate.record import LayoutSummary
 from optimizer.estimate.replay import Query, estimate_benefit, joined_helpers, with_joined_ranges, workload_queries
 from optimizer.estimate.stored_bytes import StoredBaseline, layout_compression, layout_measure, measure_baseline
 from optimizer.estimate.virtual_files import bytes_per_row, virtual_files
+from optimizer.estimate.workload_bits import workload_precision
+from optimizer.estimate.workload_cuts import workload_cuts
 from optimizer.features import FeatureSet, JoinedFeature
 from optimizer.skipping.extended import ExtendedStats
 from optimizer.skipping.filestats import FileStats, table_column_types
@@ -100,16 +102,23 @@ def evaluate_layouts(
     hilbert: bool = True,
 ) -> list[LayoutEstimate]:
     """Cost and benefit of the analysed layout and its variants (`candidate_layouts`, with and without
-    the `joined` features; on a Hilbert curve too unless `hilbert` is false: the job that will run cannot
-    follow one), each measured on the same sample against the same replay (and, when enabled, the same
-    stored-bytes baseline)."""
+    the `joined` features; on a Hilbert curve and with the workload's bits too unless `hilbert` is false:
+    the job that will run cannot follow either), each measured on the same sample against the same
+    replay (and, when enabled, the same stored-bytes baseline)."""
     if thresholds.estimate_compression:
         baseline = measure_baseline(
             table, snapshot, files, sample=sample, target_files=replay.target_files, output=thresholds.output
         )
         replay = replace(replay, stored=baseline)
     if thresholds.compare_layouts:
-        candidates = candidate_layouts(features, joined, hilbert=hilbert)
+        bits = workload_precision(sample, features, replay.queries, replay.target_files) if hilbert else ()
+        partitions = len({tuple(sorted(f.partition_values.items())) for f in files}) or 1
+        cuts = (
+            workload_cuts(sample, features, replay.queries, replay.target_files, partitions=partitions)
+            if hilbert
+            else None
+        )
+        candidates = candidate_layouts(features, joined, hilbert=hilbert, workload_bits=bits, cuts=cuts)
     else:  # the thesis's order: the analysed features, each kind as the analyser chose it
         candidates = [("as analysed", replace(features, joined=tuple(joined)))]
     new_bytes = sum(f.size for f in files)
@@ -147,89 +156,6 @@ class LayoutEstimate:
             round(self.net, 3),
             round(self.benefit.p_after, 4),
         )
-
-
-def candidate_layouts(
-    features: FeatureSet, joined: Sequence[JoinedFeature] = (), *, hilbert: bool = True
-) -> list[tuple[str, FeatureSet]]:
-    """The analysed layout and variants the estimator compares (the thesis's own future work: let the
-    benefit estimate pick the features). A feature left out of clustering keeps its statistics.
-    With `joined` features, the layouts with them too: added to the analysed layout (in both orders
-    where it has SOP features) and to its Z features alone. With `hilbert`, the analysed layout on a
-    Hilbert curve too. Variants keep the analysed layout's curve."""
-    candidates = [("as analysed", features)] if not features.is_empty else []
-    if joined:
-        candidates.extend(_with_joined(features, tuple(joined)))
-    if features.is_empty:
-        return candidates
-    candidates.extend(_variants(features))
-    if hilbert and features.curve == "z" and 2 <= features.curve_dimensions <= HILBERT_MAX_DIMENSIONS:
-        # the same range ids on a curve whose consecutive keys are grid neighbours: each file (and row
-        # group) a more compact box with narrower min/max ranges, where a Z-order one can span distant
-        # boxes (with one dimension there is no curve: rows are sorted by its value)
-        candidates.append((CURVE_NAMES["hilbert"], replace(features, curve="hilbert")))
-    # a Hilbert layout given more dimensions (joined features) than its table has is left out
-    return [c for c in candidates if c[1].curve == "z" or c[1].curve_dimensions <= HILBERT_MAX_DIMENSIONS]
-
-
-def _variants(features: FeatureSet) -> list[tuple[str, FeatureSet]]:
-    """The analysed layout's other orders and subsets: the SOP id leading, each kind of feature alone,
-    and without its last Z feature."""
-    candidates: list[tuple[str, FeatureSet]] = []
-    if features.z and features.sop:
-        if not features.sop_leads:
-            candidates.append(("SOP id leading", replace(features, sop_leads=True)))
-        z_only = FeatureSet(z=features.z, z_add=features.z_add, sop_add=(*features.sop, *features.sop_add))
-        candidates.append(("Z-order only", replace(z_only, curve=features.curve)))
-        candidates.append(
-            (
-                "SOP only",
-                FeatureSet(
-                    sop=features.sop,
-                    sop_add=features.sop_add,
-                    z_add=(*features.z, *features.z_add),
-                    sop_weights=features.sop_weights,
-                    curve=features.curve,
-                ),
-            )
-        )
-    if len(features.z) >= 2:
-        candidates.append(
-            (
-                f"without Z feature {features.z[-1].expression}",
-                FeatureSet(
-                    z=features.z[:-1],
-                    sop=features.sop,
-                    z_add=(features.z[-1], *features.z_add),
-                    sop_add=features.sop_add,
-                    sop_weights=features.sop_weights,
-                    curve=features.curve,
-                ),
-            )
-        )
-    return candidates
-
-
-def _with_joined(features: FeatureSet, joined: tuple[JoinedFeature, ...]) -> list[tuple[str, FeatureSet]]:
-    """The analysed layout with the joined features (in both orders where it has SOP features), its Z
-    features with them (SOP features as statistics), each joined feature alone and all of them alone:
-    n files cut d dimensions about n^(1/d) times each, so one or two attributes gathered well can beat
-    more gathered poorly."""
-    names = ", ".join(f"{j.dimension}.{j.attribute}" for j in joined)
-    found = [(f"with {names}", replace(features, joined=joined))]
-    if features.sop:
-        found.append((f"with {names}, SOP id leading", replace(features, joined=joined, sop_leads=True)))
-    statistics_only = FeatureSet(
-        z_add=(*features.z, *features.z_add), sop_add=(*features.sop, *features.sop_add), joined=joined
-    )
-    if len(joined) > 1 or not features.is_empty:
-        found.extend((f"{j.dimension}.{j.attribute} alone", replace(statistics_only, joined=(j,))) for j in joined)
-    if len(joined) > 1 and not features.is_empty:
-        found.append((f"{names} alone", statistics_only))  # the attributes only: fewer dimensions, finer cuts
-    if features.z and features.sop:
-        z_only = FeatureSet(z=features.z, z_add=features.z_add, sop_add=(*features.sop, *features.sop_add))
-        found.append((f"Z-order with {names}", replace(z_only, joined=joined)))
-    return found
 
 
 def row_groups_per_file(thresholds: Thresholds, snapshot: Snapshot, file_bytes: float) -> int:

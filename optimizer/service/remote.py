@@ -36,6 +36,7 @@ from optimizer.table.rewrite_path import Capabilities
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+
 def remote_failure(where: str, returncode: int, stderr: str) -> Exception:
     """The error a remote ``deltaopt optimize`` that exited `returncode` stands for: the table's keys changed
     since the decision (nothing was run: the service skips), a commit refused by a concurrent one (the

@@ -22,7 +22,7 @@ from optimizer.clustering.curves import (
 )
 from optimizer.clustering.groups import layout_key
 from optimizer.errors import ClusteringError, FeatureError
-from optimizer.estimate.layouts import candidate_layouts
+from optimizer.estimate.candidates import candidate_layouts
 from optimizer.features import FeatureSet, SopFeature, ZFeature
 
 

@@ -12,7 +12,7 @@ import pytest
 from optimizer.analysis.joined import choose_joined, dimension_filters, helper_filters, joined_candidates
 from optimizer.clustering import optimize
 from optimizer.clustering.groups import layout_key
-from optimizer.estimate.layouts import candidate_layouts
+from optimizer.estimate.candidates import candidate_layouts
 from optimizer.features import FeatureSet, JoinedFeature, ZFeature
 from optimizer.joins import key_filters
 from optimizer.skipping.extended import load_index

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from optimizer.clustering import optimize
-from optimizer.estimate.layouts import candidate_layouts
+from optimizer.estimate.candidates import candidate_layouts
 from optimizer.features import FeatureSet, SopFeature, ZFeature
 from optimizer.skipping.extended import load_index
 from optimizer.table import open_table

@@ -68,7 +68,7 @@ def _features(decision):  # type: ignore[no-untyped-def]
 def test_candidate_layouts_keep_left_out_features_as_statistics():
     from dataclasses import replace
 
-    from optimizer.estimate.layouts import candidate_layouts
+    from optimizer.estimate.candidates import candidate_layouts
     from optimizer.features import FeatureSet, SopFeature, ZFeature
 
     features = FeatureSet(

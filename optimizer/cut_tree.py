@@ -1,0 +1,180 @@
+"""A cut tree (qd-tree style layout): the type `FeatureSet.cuts` records and its JSON form.
+
+A node cuts rows by one comparison of a plain column with a literal, ``column < value`` or
+``column <= value``: rows where it is TRUE go `below`, every other row (FALSE, NULL, and NaN, which Spark
+orders above every number) goes `above`. A leaf is a set of rows files never mix; leaves are numbered
+in order, `below` before `above` (`leaves`). The builder and the leaf id in Spark and numpy are
+`optimizer.clustering.cuts`; this module sits below `optimizer.features`, which validates a recorded tree
+where the feature set is made.
+
+JSON form: a leaf is ``{}``; a node is ``{"column", "op", "type", "value", "below", "above"}``, the value
+typed so it reads back exactly: ``integer`` (a JSON integer), ``decimal`` (its text), ``double`` (a JSON
+number), ``string``, ``date`` (ISO text), ``timestamp`` (ISO text with its UTC offset).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from optimizer.errors import FeatureError
+
+OPS = ("<", "<=")
+TYPES = ("integer", "decimal", "double", "string", "date", "timestamp")
+MAX_DEPTH = 64  # a recorded tree deeper than this is refused: the job would nest as many CASEs
+MAX_PRECISION = 38  # the most digits a Spark decimal literal holds (scale included)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """``column op value``: TRUE goes below."""
+
+    column: str
+    op: str
+    kind: str  # one of TYPES: how `value` is written and given to Spark
+    value: Any
+
+
+@dataclass(frozen=True)
+class CutTree:
+    """A node (`cut` with both children) or a leaf (`cut` None)."""
+
+    cut: Cut | None = None
+    below: CutTree | None = None
+    above: CutTree | None = None
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.cut is None
+
+    @property
+    def leaves(self) -> int:
+        if self.cut is None or self.below is None or self.above is None:
+            return 1
+        return self.below.leaves + self.above.leaves
+
+    def cuts(self) -> Iterator[Cut]:
+        """Every cut of the tree, depth first."""
+        if self.cut is not None and self.below is not None and self.above is not None:
+            yield self.cut
+            yield from self.below.cuts()
+            yield from self.above.cuts()
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c.column for c in self.cuts()))
+
+    def as_json(self) -> dict[str, Any]:
+        if self.cut is None or self.below is None or self.above is None:
+            return {}
+        cut = self.cut
+        return {
+            "column": cut.column,
+            "op": cut.op,
+            "type": cut.kind,
+            "value": _written(cut.kind, cut.value),
+            "below": self.below.as_json(),
+            "above": self.above.as_json(),
+        }
+
+
+def _written(kind: str, value: Any) -> Any:
+    if kind in ("decimal", "date", "timestamp"):
+        return str(value) if kind == "decimal" else value.isoformat()
+    return value
+
+
+def parse_tree(value: object, depth: int = 0) -> CutTree:
+    """A recorded tree (`CutTree.as_json`); anything else is refused in one line naming what is wrong."""
+    if not isinstance(value, Mapping):
+        raise FeatureError(f"malformed cut tree in the feature set: a node must be an object, not {value!r}")
+    if not value:
+        return CutTree()
+    if depth >= MAX_DEPTH:
+        raise FeatureError(f"cut tree deeper than {MAX_DEPTH} levels in the feature set")
+    keys = {"column", "op", "type", "value", "below", "above"}
+    if set(value) != keys:
+        raise FeatureError(f"malformed cut tree node {sorted(value)} in the feature set: expected {sorted(keys)}")
+    column, op, kind = value["column"], value["op"], value["type"]
+    if not isinstance(column, str) or not column or op not in OPS or kind not in TYPES:
+        raise FeatureError(
+            f"malformed cut {column!r} {op!r} ({kind!r}) in the feature set: a column name, one of {OPS}, "
+            f"one of {TYPES}"
+        )
+    cut = Cut(column, op, kind, _read(kind, value["value"]))
+    return CutTree(cut, parse_tree(value["below"], depth + 1), parse_tree(value["above"], depth + 1))
+
+
+def _read(kind: str, value: object) -> Any:
+    """A cut's literal as the Python value Spark and numpy compare with."""
+    try:
+        return _READERS[kind](value)
+    except (TypeError, ValueError, InvalidOperation, OverflowError) as err:  # overflow: an offset past year 1
+        raise FeatureError(f"malformed {kind} literal {value!r} in the feature set's cut tree") from err
+
+
+def _integer(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError("not an integer")
+    if not -(2**63) <= value < 2**63:  # Spark has no integer literal past a long (`F.lit` fails in the JVM)
+        raise ValueError("past a long")
+    return value
+
+
+def _decimal(value: object) -> Decimal:
+    if not isinstance(value, str):
+        raise TypeError("a decimal is written as its text")
+    number = Decimal(value)
+    if not number.is_finite():
+        raise ValueError("not finite")
+    if not fits_spark_decimal(number):
+        raise ValueError(f"more than the {MAX_PRECISION} digits a Spark decimal literal holds")
+    return number
+
+
+def fits_spark_decimal(number: Decimal) -> bool:
+    """Whether Spark can hold `number` as a decimal literal: its precision, as Spark counts it (an
+    exponent past the digits adds zeros, a scale past them adds leading ones), at most 38. `F.lit` of
+    1E+40 or 1E-40 fails in the JVM, where the job would only learn it while laying out."""
+    _, digits, exponent = number.as_tuple()
+    if not isinstance(exponent, int):
+        return False
+    precision = len(digits) + exponent if exponent > 0 else max(len(digits), -exponent)
+    return precision <= MAX_PRECISION
+
+
+def _double(value: object) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise TypeError("not a finite number")
+    return float(value)
+
+
+def _string(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("not a string")
+    return value
+
+
+def _date(value: object) -> dt.date:
+    return dt.date.fromisoformat(_string(value))
+
+
+def _timestamp(value: object) -> dt.datetime:
+    instant = dt.datetime.fromisoformat(_string(value))
+    if instant.tzinfo is None:
+        raise ValueError("a timestamp cut names its UTC offset")
+    return instant.astimezone(dt.UTC)
+
+
+_READERS = {
+    "integer": _integer,
+    "decimal": _decimal,
+    "double": _double,
+    "string": _string,
+    "date": _date,
+    "timestamp": _timestamp,
+}
