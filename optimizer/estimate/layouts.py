@@ -62,8 +62,12 @@ def search_features(
     With the table's `calibration` each benefit is scaled as the compared layouts' are: a feature is
     chosen on the scale the verdict weighs it on, not on the raw one."""
 
+    rows = sample.count()  # every layout is priced on this one sample
+
     def scored(layout: FeatureSet) -> Score:
-        benefit = layout_benefit(replay, snapshot, layout, sample, thresholds=thresholds, every_reader=False)
+        benefit = layout_benefit(
+            replay, snapshot, layout, sample, thresholds=thresholds, every_reader=False, sample_rows=rows
+        )
         return Score(calibrated(benefit, calibration).benefit, layout_cost(cost_model, new_bytes, layout).seconds)
 
     def score(layout: FeatureSet) -> Score:
@@ -122,12 +126,13 @@ def evaluate_layouts(
     else:  # the thesis's order: the analysed features, each kind as the analyser chose it
         candidates = [("as analysed", replace(features, joined=tuple(joined)))]
     new_bytes = sum(f.size for f in files)
+    rows = sample.count()  # every candidate is priced on this one sample
     return [
         LayoutEstimate(
             name,
             layout,
             layout_cost(cost_model, new_bytes, layout),
-            layout_benefit(replay, snapshot, layout, sample, thresholds=thresholds, table=table),
+            layout_benefit(replay, snapshot, layout, sample, thresholds=thresholds, table=table, sample_rows=rows),
         )
         for name, layout in candidates
     ]
@@ -253,8 +258,10 @@ def layout_benefit(
     thresholds: Thresholds,
     table: TableAccess | None = None,
     every_reader: bool = True,
+    sample_rows: int | None = None,
 ) -> BenefitEstimate:
-    """The benefit of laying out the replay's files on `features`, estimated on `sample` (their rows).
+    """The benefit of laying out the replay's files on `features`, estimated on `sample` (their rows;
+    `sample_rows` of them, when the caller counted them once for all its layouts).
     With the replay's stored-bytes baseline (and `table` for scratch space), compression counts.
     Both kinds of reader are estimated for the record; with ``every_reader=False`` only those the
     table's `readers` give a share (all the search needs)."""
@@ -263,7 +270,7 @@ def layout_benefit(
     if thresholds.stats_for_clustering_keys:  # the job adds the keys' statistics first: price what readers get
         snapshot = with_properties(snapshot, indexing_properties(snapshot, key_columns(features)))
     cut = (replay.row_groups, replay.filtered)
-    virtual = virtual_files(sample, snapshot, features, replay.target_files, measure, row_groups=cut)
+    virtual = virtual_files(sample, snapshot, features, replay.target_files, measure, row_groups=cut, rows=sample_rows)
     compression = None
     if stored is not None and virtual.written is not None:
         compression = layout_compression(stored, total_sizes(virtual.written.values()))
