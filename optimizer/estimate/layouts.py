@@ -8,7 +8,8 @@ decision); the cost comes from the calibrated model.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -62,7 +63,7 @@ def search_features(
     With the table's `calibration` each benefit is scaled as the compared layouts' are: a feature is
     chosen on the scale the verdict weighs it on, not on the raw one."""
 
-    rows = sample.count()  # every layout is priced on this one sample
+    rows = functools.cache(lambda: sample.count())  # every layout is priced on this one sample: counted once
 
     def scored(layout: FeatureSet) -> Score:
         benefit = layout_benefit(
@@ -126,7 +127,7 @@ def evaluate_layouts(
     else:  # the thesis's order: the analysed features, each kind as the analyser chose it
         candidates = [("as analysed", replace(features, joined=tuple(joined)))]
     new_bytes = sum(f.size for f in files)
-    rows = sample.count()  # every candidate is priced on this one sample
+    rows = functools.cache(lambda: sample.count())  # every candidate is priced on this one sample: counted once
     return [
         LayoutEstimate(
             name,
@@ -258,10 +259,10 @@ def layout_benefit(
     thresholds: Thresholds,
     table: TableAccess | None = None,
     every_reader: bool = True,
-    sample_rows: int | None = None,
+    sample_rows: Callable[[], int] | None = None,
 ) -> BenefitEstimate:
     """The benefit of laying out the replay's files on `features`, estimated on `sample` (their rows;
-    `sample_rows` of them, when the caller counted them once for all its layouts).
+    `sample_rows()` of them, when the caller counts them once for all its layouts).
     With the replay's stored-bytes baseline (and `table` for scratch space), compression counts.
     Both kinds of reader are estimated for the record; with ``every_reader=False`` only those the
     table's `readers` give a share (all the search needs)."""

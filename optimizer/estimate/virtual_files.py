@@ -69,14 +69,14 @@ def virtual_files(
     measure: Measure | None = None,
     *,
     row_groups: tuple[int, Collection[str]] = (1, ()),
-    rows: int | None = None,
+    rows: Callable[[], int] | None = None,
 ) -> VirtualFiles:
     """`sample` clustered on `features` into `files` virtual files with their statistics; with
     `measure`, also the column bytes `measure` finds for them (one file per virtual file). With
     `row_groups` = (count, filtered columns), each file's rows, in the order the job sorts them within
     a file, are also cut into about `count` row groups (at most one per `GROUP_SAMPLE_ROWS` sampled
     rows), bounded on the columns rows are ordered by (`_ordered_columns`). `rows`: the sample's row count
-    when the caller counted it already (every candidate layout of one estimate is priced on the same
+    as the caller counts it once (every candidate layout of one estimate is priced on the same
     sample: one count, not one Spark job per candidate); counted here for joined features, whose lookup
     is counted as it joins."""
     from pyspark.sql import functions as F
@@ -85,7 +85,7 @@ def virtual_files(
     stored = data_columns(schema, snapshot.partition_columns)
     columns = stats_columns(stored, snapshot.configuration)
     sample, spec = _with_spec(sample, features, {c.name.lower() for c in columns if c.minmax})
-    rows_in = rows if rows is not None and not features.joined else sample.count()
+    rows_in = rows() if rows is not None and not features.joined else sample.count()
     prefix = Helpers.avoiding(sample.columns).prefix  # beside the sample's columns: no name of theirs
     file_index, group_index = f"{prefix}file", f"{prefix}group"
     ordered = _ordered_columns(features, stored)
