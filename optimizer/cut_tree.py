@@ -26,6 +26,7 @@ from optimizer.errors import FeatureError
 OPS = ("<", "<=")
 TYPES = ("integer", "decimal", "double", "string", "date", "timestamp")
 MAX_DEPTH = 64  # a recorded tree deeper than this is refused: the job would nest as many CASEs
+MAX_LEAVES = 256  # a tree travels in every record of its layout: none built larger, a record larger is refused
 MAX_PRECISION = 38  # the most digits a Spark decimal literal holds (scale included)
 
 

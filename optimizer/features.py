@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Literal, cast
 
-from optimizer.cut_tree import CutTree, parse_tree
+from optimizer.cut_tree import MAX_LEAVES, CutTree, parse_tree
 from optimizer.errors import FeatureError
 from querylog.predicates.classify import column_names
 from querylog.predicates.normalize import parse_canonical
@@ -216,10 +216,12 @@ def _check_precision(pattern: tuple[int, ...], curve: Curve, dimensions: int) ->
 def _check_cuts(tree: CutTree, features: FeatureSet) -> None:
     """Refuse a cut tree the job cannot write as described: one of a single leaf (it cuts nothing), one
     cutting a column that is no plain Z feature of the set (the cut columns are its ordered, indexed
-    keys), or one with the SOP id leading (both would lead the file order; within a leaf the SOP id
-    stays a curve dimension)."""
+    keys), one of more leaves than deltaopt builds, or one with the SOP id leading (both would lead the
+    file order; within a leaf the SOP id stays a curve dimension)."""
     if tree.is_leaf:
         raise FeatureError("a cut tree of a single leaf in the feature set: it cuts nothing")
+    if tree.leaves > MAX_LEAVES:  # the job would nest a CASE branch per leaf: none deltaopt builds is larger
+        raise FeatureError(f"a cut tree of {tree.leaves} leaves in the feature set: at most {MAX_LEAVES}")
     plain = {f.column for f in features.z if f.is_plain_column}
     alien = [c for c in tree.columns if c not in plain]
     if alien:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from optimizer.analysis.workload import z_shape_of
 from optimizer.clustering.cuts import Comparison, Scan, build_tree
-from optimizer.cut_tree import CutTree, fits_spark_decimal
+from optimizer.cut_tree import MAX_LEAVES, CutTree, fits_spark_decimal
 from optimizer.estimate.replay import Query
 from optimizer.features import FeatureSet
 from optimizer.skipping.values import ZONE_META, Unknown, constant
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 MAX_ROWS = 100_000  # sampled rows the tree is grown on (evenly spaced past it)
-MAX_LEAVES = 256  # a tree travels in every record of its layout: past this many files, leaves hold several
 
 
 def workload_cuts(

@@ -186,3 +186,23 @@ def test_a_collated_string_column_gives_no_cut_points(spark):
     check_cut_types(cut, binary.schema)
     with pytest.raises(FeatureError, match="the column's type changed"):
         check_cut_types(cut, sample.schema)
+
+
+def test_a_recorded_tree_of_more_leaves_than_deltaopt_builds_is_refused_in_one_line():
+    """The job nests a CASE branch per leaf: a hand-written or corrupted record of more leaves than the
+    builder makes is refused where the feature set is read, not compiled mid-job."""
+    from optimizer.cut_tree import MAX_LEAVES
+
+    def balanced(low: int, high: int) -> CutTree:  # a leaf per value of x in low..high-1
+        if high - low == 1:
+            return CutTree()
+        middle = (low + high) // 2
+        return CutTree(Cut("x", "<", "integer", middle), balanced(low, middle), balanced(middle, high))
+
+    def read(leaves: int) -> FeatureSet:
+        recorded = json.loads(json.dumps(balanced(0, leaves).as_json()))
+        return FeatureSet(z=(ZFeature("x"), ZFeature("y")), cuts=parse_tree(recorded))
+
+    assert read(MAX_LEAVES).cuts is not None and read(MAX_LEAVES).cuts.leaves == MAX_LEAVES
+    with pytest.raises(FeatureError, match=f"a cut tree of {MAX_LEAVES + 1} leaves .* at most {MAX_LEAVES}"):
+        read(MAX_LEAVES + 1)
