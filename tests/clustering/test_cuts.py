@@ -259,10 +259,9 @@ def _priced(spark, path, monkeypatch):
 
     from costmodel.cost import CostModel
     from optimizer.config import Thresholds
-    from optimizer.estimate import layouts as estimate_layouts
     from optimizer.estimate.layouts import evaluate_layouts, workload_replay
     from optimizer.table import open_table
-    from tests.estimate.workloads import NOW
+    from tests.estimate.workloads import NOW, price_only
 
     frame = spark.range(4000).select(
         "id", (F.col("id") * 7919 % 1000).alias("x"), (F.col("id") * 104_729 % 997).alias("y")
@@ -275,13 +274,7 @@ def _priced(spark, path, monkeypatch):
         min_new_bytes=1, target_file_size=sum(f.size for f in snapshot.files) // 8, estimate_compression=False
     )
     replay = workload_replay(table, snapshot, snapshot.files, records=records, thresholds=thresholds, now=NOW)
-    offered = []
-
-    def compared(*args, **kwargs):
-        offered.extend(candidate_layouts(*args, **kwargs))
-        return [c for c in offered if c[0] in ("as analysed", CUT_TREE)]
-
-    monkeypatch.setattr(estimate_layouts, "candidate_layouts", compared)
+    price_only(monkeypatch, "as analysed", CUT_TREE)
     estimates = evaluate_layouts(
         table,
         snapshot,

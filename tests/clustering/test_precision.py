@@ -233,12 +233,11 @@ def test_workload_bits_read_fewer_bytes_than_round_robin_in_the_estimate_and_for
     from costmodel.cost import CostModel
     from optimizer.clustering import optimize
     from optimizer.config import Thresholds
-    from optimizer.estimate import layouts as estimate_layouts
     from optimizer.estimate.layouts import evaluate_layouts, workload_replay
     from optimizer.estimate.workload_bits import workload_precision
     from optimizer.table import open_table
     from optimizer.table.fingerprint import fingerprint
-    from tests.estimate.workloads import NOW
+    from tests.estimate.workloads import NOW, price_only
 
     frame = spark.range(20_000).select(
         "id", (F.col("id") * 7919 % 1000).alias("x"), (F.col("id") * 104_729 % 997).alias("y")
@@ -255,15 +254,7 @@ def test_workload_bits_read_fewer_bytes_than_round_robin_in_the_estimate_and_for
     features = FeatureSet(z=(ZFeature("x"), ZFeature("y")))
     bits = workload_precision(sample, features, replay.queries, replay.target_files)
     assert bits[:3] == (0, 0, 0), bits  # x's narrow, frequent filters lead the key
-    offer = estimate_layouts.candidate_layouts
-    offered: list[str] = []
-
-    def compared(*args, **kwargs):  # type: ignore[no-untyped-def]
-        candidates = offer(*args, **kwargs)
-        offered.extend(name for name, _ in candidates)
-        return [c for c in candidates if c[0] in ("as analysed", WORKLOAD_BITS)]
-
-    monkeypatch.setattr(estimate_layouts, "candidate_layouts", compared)
+    offered = price_only(monkeypatch, "as analysed", WORKLOAD_BITS)
     estimates = evaluate_layouts(
         table,
         snapshot,

@@ -20,3 +20,20 @@ def files(ranges):
 
 def sizes(stats):
     return {s.path: {"x": 1e6, "y": 4e6} for s in stats}
+
+
+def price_only(monkeypatch, *names: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """Make `evaluate_layouts` price only the candidate layouts `names` of those the decision offers (a test's
+    time then goes to the layouts it compares); returns the list the offered candidates' names fill."""
+    from optimizer.estimate import layouts
+
+    offer = layouts.candidate_layouts
+    offered: list[str] = []
+
+    def compared(*args, **kwargs):  # type: ignore[no-untyped-def]
+        candidates = offer(*args, **kwargs)
+        offered.extend(name for name, _ in candidates)
+        return [c for c in candidates if c[0] in names]
+
+    monkeypatch.setattr(layouts, "candidate_layouts", compared)
+    return offered
