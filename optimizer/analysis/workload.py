@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from querylog.errors import PredicateError
+from querylog.errors import PredicateError, QueryLogError
 from querylog.predicates.classify import ZShape, classify_text
 from querylog.records import ScanRecord
 
@@ -32,6 +32,15 @@ def z_shape_of(text: str) -> ZShape | None:
     Raises `PredicateError`."""
     z = classify_text(text).z
     return None if z is not None and z.op == "in" and len(z.values) > MAX_Z_IN_ITEMS else z
+
+
+def readable_z_shape(text: str) -> ZShape | None:
+    """`z_shape_of`, and None for a conjunct the analysis cannot read either: where a layout only looks for
+    the workload's comparison points (the estimate's bit pattern and cut tree), such a conjunct has none."""
+    try:
+        return z_shape_of(text)
+    except QueryLogError:
+        return None
 
 
 @dataclass

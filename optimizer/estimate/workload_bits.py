@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from optimizer.analysis.workload import z_shape_of
+from optimizer.analysis.workload import readable_z_shape
 from optimizer.clustering.joined import with_joined
 from optimizer.clustering.precision import dimension_weights, workload_pattern
 from optimizer.clustering.zorder import ranges_for
@@ -22,7 +22,6 @@ from optimizer.errors import PYTHON_BUGS
 from optimizer.estimate.replay import Query
 from optimizer.features import FeatureSet
 from optimizer.spark_expr import analysis_error, predicate_bit
-from querylog.errors import QueryLogError
 from querylog.predicates.normalize import sql
 
 if TYPE_CHECKING:
@@ -91,10 +90,7 @@ def _heaviest(filters: Filters, queries: Sequence[Query]) -> Filters:
 
 def _z_dimension(text: str, expressions: Sequence[str]) -> int | None:
     """The Z dimension a conjunct compares with literals, if it is one of `expressions`."""
-    try:
-        shape = z_shape_of(text)
-    except QueryLogError:  # not a shape the analysis reads: no dimension's filter
-        return None
+    shape = readable_z_shape(text)
     if shape is None or shape.expression not in expressions:
         return None
     return expressions.index(shape.expression)

@@ -16,14 +16,13 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from optimizer.analysis.workload import z_shape_of
+from optimizer.analysis.workload import readable_z_shape
 from optimizer.clustering.cuts import Comparison, Scan, build_tree
 from optimizer.cut_tree import MAX_LEAVES, CutTree, fits_spark_decimal
 from optimizer.estimate.replay import Query
 from optimizer.features import FeatureSet
 from optimizer.skipping.values import ZONE_META, Unknown, constant
 from optimizer.spark_arrow import to_arrow
-from querylog.errors import QueryLogError
 from querylog.predicates.normalize import parse_canonical, sql
 
 if TYPE_CHECKING:
@@ -75,10 +74,7 @@ def _used(column: str, queries: Sequence[Query]) -> bool:
 
 
 def _shape(text: str, columns: set[str] | Mapping[str, str]) -> Any:
-    try:
-        shape = z_shape_of(text)
-    except QueryLogError:  # not a shape the analysis reads: no comparison point
-        return None
+    shape = readable_z_shape(text)
     return shape if shape is not None and shape.expression in columns and shape.op != "startswith" else None
 
 
