@@ -52,6 +52,11 @@ REQUIRED_CONF: dict[str, str] = {
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     # Predicates from users are evaluated on data: a bad cast must give NULL, not fail the job.
     "spark.sql.ansi.enabled": "false",
+    # PySpark 4 records the Python call site of every Column and function call for error messages, at
+    # five JVM round trips and a stack capture each: building a layout's range-id expression (a binary
+    # search of up to 1,024 boundaries) spent more time there than in the rest of its estimate. An
+    # operator who wants call sites in error contexts sets it back in spark.conf (Spark 3.5 ignores it).
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 # Only for the embedded default: a quiet, small, single-machine session.

@@ -102,3 +102,12 @@ def test_the_embedded_jvms_zone_is_the_sessions(monkeypatch):
         _start_settings(monkeypatch, SparkSettings(master="local[1]", conf=own))["spark.driver.extraJavaOptions"]
         == "-Dmine=1"
     )
+
+
+def test_sessions_skip_pysparks_call_site_capture_unless_the_operator_wants_it(monkeypatch, spark):
+    """PySpark 4 captures the Python call site of every Column call (five JVM round trips each); the
+    sessions deltaopt builds turn it off, the operator's setting wins, and the run's session has it off."""
+    key = "spark.python.sql.dataFrameDebugging.enabled"
+    assert _start_settings(monkeypatch, SparkSettings(master="local[1]"))[key] == "false"
+    assert _start_settings(monkeypatch, SparkSettings(master="local[1]", conf={key: "true"}))[key] == "true"
+    assert spark.conf.get(key) == "false"

@@ -104,9 +104,10 @@ def cluster_frame(
     SOP partitions in clustering order instead of C2's (for measuring what C2 buys). A layout never
     written (the estimator's virtual files) needs no `fingerprint` and may ask for each row's file index
     in `file_column` instead of rows moved into their files. `boundary_rows` rows are sampled for the Z
-    ranges and file boundaries; `known_rows` (the log's count) lets a layout without SOP features of an
-    unpartitioned table skip pass 1. Joined features' attributes are looked up into helper columns
-    (`clustering.joined`) unless `frame` has them; those added here are dropped from the result.
+    ranges and file boundaries; `known_rows` (the log's count, or the estimator's of its sample) lets a
+    layout without SOP features skip pass 1 where it is never written or the table is unpartitioned.
+    Joined features' attributes are looked up into helper columns (`clustering.joined`) unless `frame`
+    has them; those added here are dropped from the result.
     `row_groups` (layouts never written) asks for each row's row group within its file (`GroupIndex`)."""
     if features.cuts is not None:  # a tree decided on another schema: refused before any work
         check_cut_types(features.cuts, frame.schema)
@@ -140,6 +141,7 @@ def cluster_frame(
             boundary_rows=boundary_rows,
             helpers=helpers,
             row_groups=row_groups,
+            known_rows=known_rows,
         )
     return replace(layout, frame=layout.frame.drop(*added))
 
@@ -159,16 +161,28 @@ def _counted_layout(
     boundary_rows: int,
     helpers: Helpers,
     row_groups: GroupIndex | None = None,
+    known_rows: int | None = None,
 ) -> Layout:
     """`cluster_frame` where the rows must be counted first: pass 1 (rows, fingerprints and SOP bit
-    vectors per partition group), then C1-C3. The joined lookup is done; `cluster_frame` documents the rest."""
+    vectors per partition group), then C1-C3. A layout never written with no SOP feature whose rows
+    are `known_rows` (the estimator's, priced several times on one counted sample) has nothing for
+    pass 1 to find. The joined lookup is done; `cluster_frame` documents the rest."""
     predicates = [f.predicate for f in features.sop]
     if predicates:
         frame = frame.withColumn(helpers.sop_vec, sop_vector(predicates))
-    fingerprints, vectors = _count_vectors(
-        frame, data_names, partition_columns, vectors=helpers.sop_vec if predicates else None, fingerprint=fingerprint
-    )
-    rows = sum(v[0] for v in fingerprints.values())
+    fingerprints: Fingerprints = {}  # a layout never written: nothing to verify
+    vectors: Mapping[int, int] = {}  # no SOP feature: no vector to count
+    if not fingerprint and not predicates and known_rows is not None:
+        rows = known_rows
+    else:
+        fingerprints, vectors = _count_vectors(
+            frame,
+            data_names,
+            partition_columns,
+            vectors=helpers.sop_vec if predicates else None,
+            fingerprint=fingerprint,
+        )
+        rows = sum(v[0] for v in fingerprints.values())
     progress(f"read {rows:,} rows; {len(vectors)} distinct SOP vectors")
     ordered: list[SopPartition] = []
     if predicates:

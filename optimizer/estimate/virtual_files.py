@@ -102,6 +102,7 @@ def virtual_files(
         file_column=None if measure else file_index,  # files to write, or only their rows' file index
         boundary_rows=BOUNDARY_ROWS,
         row_groups=cut,
+        known_rows=rows_in,
     )
     # a group's statistics also of the filtered columns past Delta's (footers have every column's):
     # aggregated after Delta's, so the file statistics read the first `columns` alone

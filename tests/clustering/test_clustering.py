@@ -194,3 +194,41 @@ def test_the_drivers_z_values_are_the_ones_spark_computes(spark):
     scalar = [interleave_value([range_id_of(v, b) for v, b in zip(row, boundaries, strict=True)], bits) for row in rows]
     columns = [_range_ids([row[i] for row in rows], boundaries[i]) for i in range(2)]
     assert from_spark == scalar == interleave_ids(columns, bits).tolist()
+
+
+@pytest.mark.parametrize("sop", [False, True])
+def test_a_layout_never_written_with_its_rows_known_is_the_layout_counted(spark, sop):
+    """The estimator prices every candidate on one counted sample: given that count, a layout never
+    written skips pass 1 where it has no SOP feature (nothing to verify, no vector to count), and puts
+    every row in the file and row group the counted layout does; with SOP features it still counts."""
+    from pyspark.sql import functions as F
+
+    from optimizer.clustering.layout import cluster_frame
+    from optimizer.clustering.zorder import GroupIndex
+    from optimizer.features import FeatureSet, SopFeature, ZFeature
+
+    frame = spark.range(3000).select(
+        "id", (F.col("id") % 3).alias("p"), (F.col("id") * 7919 % 1000).alias("x"), (F.col("id") % 97).alias("y")
+    )
+    features = FeatureSet(z=(ZFeature("x"), ZFeature("y")), sop=(SopFeature("y < 10"),) if sop else ())
+
+    def placed(known: int | None) -> tuple[int, list[tuple[int, int, int]]]:
+        layout = cluster_frame(
+            frame,
+            features,
+            ["id", "x", "y"],
+            ["p"],
+            rows_per_file=300,
+            files=10,
+            fingerprint=False,
+            file_column="f",
+            row_groups=GroupIndex("g", 3),
+            boundary_rows=1000,  # fewer than the rows: the boundaries' sample is drawn at 1000 / rows
+            known_rows=known,
+        )
+        return layout.distinct_vectors, sorted(tuple(r) for r in layout.frame.select("id", "f", "g").collect())
+
+    counted_vectors, counted = placed(None)
+    known_vectors, known = placed(3000)
+    assert known == counted and len({f for _, f, _ in known}) > 5
+    assert (known_vectors, counted_vectors) == ((2, 2) if sop else (0, 0))
