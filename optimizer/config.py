@@ -93,6 +93,13 @@ class Thresholds(StrictModel):
         "new benefit estimates are scaled by what those jobs realised / what their estimates expected (clamped "
         "to 0.25-4x; the record keeps the raw figure); 0: off",
     )
+    realised_half_life: float = Field(
+        8.0,
+        ge=0,
+        description="jobs: in that factor, a job's realised and estimated figures weigh half as much once this "
+        "many newer jobs with an estimate were measured, so the factor follows what the table's recent jobs "
+        "realise when its data or workload change; 0: every job weighs the same for good",
+    )
     estimate_compression: bool = Field(
         True, description="write the sample in both layouts to price how much better clustered data compresses"
     )

@@ -106,9 +106,8 @@ def cluster_frame(
     in `file_column` instead of rows moved into their files. `boundary_rows` rows are sampled for the Z
     ranges and file boundaries; `known_rows` (the log's count, or the estimator's of its sample) lets a
     layout without SOP features skip pass 1 where it is never written or the table is unpartitioned.
-    Joined features' attributes are looked up into helper columns (`clustering.joined`) unless `frame`
-    has them; those added here are dropped from the result.
-    `row_groups` (layouts never written) asks for each row's row group within its file (`GroupIndex`)."""
+    Joined features' attributes are looked up into helper columns (`clustering.joined`), dropped after,
+    unless `frame` has them. `row_groups`: each row's row group within its file (`GroupIndex`)."""
     if features.cuts is not None:  # a tree decided on another schema: refused before any work
         check_cut_types(features.cuts, frame.schema)
     helpers = Helpers.avoiding(frame.columns)

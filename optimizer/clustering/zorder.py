@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from optimizer.clustering.curves import check_curve, curve_ids, with_curve_key
+from optimizer.clustering.file_cuts import aligned_cuts, file_index
 from optimizer.features import Curve
 from optimizer.spark_arrow import to_arrow
 from optimizer.table.fingerprint import hashable_columns
@@ -192,7 +193,7 @@ def zorder(
     cuts = aligned_cuts(sampled, files, aligned)
     if row_groups is not None:  # the same order cut `groups` times finer: consecutive rows of a file
         finer = aligned_cuts(sampled, files * row_groups.groups, aligned)
-        frame = frame.withColumn(row_groups.column, _file_index(key_columns, finer))
+        frame = frame.withColumn(row_groups.column, file_index(key_columns, finer))
     return _placed(frame, key_columns, cuts, file_column=file_column, observe=observe).drop(*added), dimensions
 
 
@@ -222,7 +223,7 @@ def _placed(
     moved into one shuffle partition per file (`observe` wrapping what the shuffle reads) and sorted."""
     from pyspark.sql import functions as F
 
-    index = _file_index(key_columns, cuts)
+    index = file_index(key_columns, cuts)
     if file_column is not None:
         return frame.withColumn(file_column, index)
     keys = F.array(*[F.lit(k).cast("long") for k in hash_partition_keys(frame, len(cuts) + 1)])  # probed as longs
@@ -300,90 +301,6 @@ def _range_ids(values: list[Any], boundaries: Sequence[Any]) -> np.ndarray:
     else:
         ids[present] = 1
     return ids
-
-
-def _ranks(values: Sequence[Any]) -> np.ndarray:
-    """Each value's rank among the distinct non-NULL values, -1 for NULL: Spark's ascending order
-    with NULL first, as numbers numpy can sort (numeric columns natively, others by comparison)."""
-    present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
-    ranks = np.full(len(values), -1, dtype=np.int64)
-    if present.any():
-        kept = [v for v in values if v is not None]
-        column = np.asarray(kept)
-        if column.dtype.kind not in "iu":  # dates, decimals, strings, floats: compare as Python does
-            column = np.empty(len(kept), dtype=object)
-            column[:] = kept
-        _, inverse = np.unique(column, return_inverse=True)
-        ranks[present] = inverse.reshape(-1)
-    return ranks
-
-
-def file_cuts(columns: Sequence[Sequence[Any]], files: int) -> list[tuple[Any, ...]]:
-    """Up to ``files - 1`` distinct keys cutting the sample into equal shares once sorted; the key of
-    row r is ``tuple(c[r] for c in columns)``, and file i holds the keys in [cut i-1, cut i). A cut at
-    the smallest key would only make an empty file."""
-    count = len(columns[0]) if columns else 0
-    if count == 0 or files <= 1:
-        return []
-    ranks = [_ranks(c) for c in columns]
-    order = np.lexsort(ranks[::-1])  # lexsort's primary key is its last
-    smallest = tuple(int(r[order[0]]) for r in ranks)
-    cuts: list[tuple[Any, ...]] = []
-    previous = smallest
-    for k in range(1, files):
-        position = order[count * k // files]
-        ranked = tuple(int(r[position]) for r in ranks)
-        if ranked != previous:
-            cuts.append(tuple(c[position] for c in columns))
-            previous = ranked
-    return cuts
-
-
-def aligned_cuts(columns: Sequence[Sequence[Any]], files: int, aligned: int) -> list[tuple[Any, ...]]:
-    """`file_cuts`, except that rows whose first `aligned` key components differ never share a file (a
-    cut tree's leaves, `clustering.cuts`): each such group of the sample gets its share of the files,
-    and a cut (its values, NULL...) opens it, below every key of the group (NULL sorts first)."""
-    count = len(columns[0]) if columns else 0
-    if not aligned or count == 0:
-        return file_cuts(columns, files)
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    for row, prefix in enumerate(zip(*columns[:aligned], strict=True)):
-        groups.setdefault(prefix, []).append(row)
-    ordered = sorted(groups, key=lambda p: [(False, 0) if v is None else (True, v) for v in p])
-    cuts: list[tuple[Any, ...]] = []
-    for n, prefix in enumerate(ordered):
-        rows = groups[prefix]
-        if n:
-            cuts.append((*prefix, *([None] * (len(columns) - aligned))))
-        share = max(1, round(files * len(rows) / count))
-        cuts.extend(file_cuts([[c[r] for r in rows] for c in columns], share))
-    return cuts
-
-
-def _at_least(columns: Sequence[Column], cut: tuple[Any, ...]) -> Column:
-    """(columns) >= cut, lexicographically, NULL before any value (as the sort within files)."""
-    from pyspark.sql import functions as F
-
-    first, value, rest = columns[0], cut[0], columns[1:]
-    if value is None:  # everything is >= NULL; only a NULL is equal and defers to the rest
-        return F.when(first.isNull(), _at_least(rest, cut[1:])).otherwise(F.lit(True)) if rest else F.lit(True)
-    if not rest:
-        return F.coalesce(first >= F.lit(value), F.lit(False))
-    above = F.coalesce(first > F.lit(value), F.lit(False))
-    return F.when(first == F.lit(value), _at_least(rest, cut[1:])).otherwise(above)
-
-
-def _file_index(columns: Sequence[Column], cuts: Sequence[tuple[Any, ...]]) -> Column:
-    """The number of cuts <= the row's key (a binary search as nested CASE): its file's index."""
-    from pyspark.sql import functions as F
-
-    def search(low: int, high: int) -> Column:
-        if low == high:
-            return F.lit(low)
-        middle = (low + high + 1) // 2
-        return F.when(_at_least(columns, cuts[middle - 1]), search(middle, high)).otherwise(search(low, middle - 1))
-
-    return search(0, len(cuts))
 
 
 _PARTITION_KEYS: dict[int, tuple[int, ...]] = {}  # Spark's hash is fixed, so the table is per count only

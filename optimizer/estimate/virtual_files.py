@@ -76,9 +76,8 @@ def virtual_files(
     `row_groups` = (count, filtered columns), each file's rows, in the order the job sorts them within
     a file, are also cut into about `count` row groups (at most one per `GROUP_SAMPLE_ROWS` sampled
     rows), bounded on the columns rows are ordered by (`_ordered_columns`). `rows`: the sample's row count
-    as the caller counts it once (every candidate layout of one estimate is priced on the same
-    sample: one count, not one Spark job per candidate); counted here for joined features, whose lookup
-    is counted as it joins."""
+    as the caller counts it once for every candidate layout (also sparing the layout's pass 1); counted
+    here for joined features, whose lookup is counted as it joins."""
     from pyspark.sql import functions as F
 
     schema = snapshot.spark_schema()

@@ -136,8 +136,7 @@ def measure(
     for job in state.measured:
         if _seen(job, scans, horizon):
             later = _measure_job(table, job, scans, latest=latest, horizon=horizon, jobs=state.measured)
-            totals = _moved(totals, job, later, thresholds)
-            job = later
+            totals, job = _moved(totals, job, later, thresholds)
             measured.append(figures(job, thresholds))
         if _at(job.committed) + horizon >= now:
             kept.append(job)
@@ -275,18 +274,24 @@ def _numbers(job: MeasuredJob, thresholds: Thresholds) -> _Numbers:
     return _Numbers(saved, saved / MB * cost, estimated, mixed)
 
 
-def _moved(totals: RealisedTotals, old: MeasuredJob, new: MeasuredJob, thresholds: Thresholds) -> RealisedTotals:
-    """The table's totals with what `new` (the job `old` plus this tick's scans) adds."""
+def _moved(
+    totals: RealisedTotals, old: MeasuredJob, new: MeasuredJob, thresholds: Thresholds
+) -> tuple[RealisedTotals, MeasuredJob]:
+    """The table's totals with what `new` (the job `old` plus this tick's scans) adds, and `new` with its
+    place among the jobs with an estimate once its first scans are measured (`MeasuredJob.ordinal`)."""
     before = _numbers(old, thresholds)
     after = _numbers(new, thresholds)
     estimated = realised_estimated = 0.0
     first = old.scans == 0 and new.scans > 0  # the job's first scans: one more job measured
     estimated_jobs = 0  # of them, jobs with an estimate
+    recent = totals.recent_sums()
     if after.estimated is not None and before.estimated is not None:
         estimated = after.estimated - before.estimated
         realised_estimated = after.benefit - before.benefit
         estimated_jobs = 1 if first else 0
-    return RealisedTotals(
+        added = (estimated, realised_estimated)
+        recent, new = _weighed(recent, added, jobs=totals.estimated_jobs, job=new, first=first, thresholds=thresholds)
+    moved = RealisedTotals(
         jobs=totals.jobs + (1 if first else 0),
         scans=totals.scans + new.scans - old.scans,
         bytes_saved=totals.bytes_saved + after.saved - before.saved,
@@ -294,7 +299,34 @@ def _moved(totals: RealisedTotals, old: MeasuredJob, new: MeasuredJob, threshold
         estimated=totals.estimated + estimated,
         estimated_realised=totals.estimated_realised + realised_estimated,
         estimated_jobs=totals.estimated_jobs + estimated_jobs,
+        recent_estimated=recent[0],
+        recent_realised=recent[1],
     )
+    return moved, new
+
+
+def _weighed(
+    recent: tuple[float, float],
+    added: tuple[float, float],
+    *,
+    jobs: int,
+    job: MeasuredJob,
+    first: bool,
+    thresholds: Thresholds,
+) -> tuple[tuple[float, float], MeasuredJob]:
+    """The recency-weighed sums with a job's (estimated, realised) increment `added`, of the `jobs` jobs
+    with an estimate measured so far. The sums are sum(d ** (jobs - 1 - ordinal) * figure) over the jobs,
+    with d = 2 ** (-1 / realised_half_life): a job's first scans make it job `jobs` (weight 1) and weigh
+    every earlier job's figures (those still to come included) down by d. A job tracked before ordinals
+    were kept has none: its scans weigh as the newest job's."""
+    half_life = thresholds.realised_half_life
+    decay = 0.5 ** (1 / half_life) if half_life > 0 else 1.0
+    if first:
+        recent = (recent[0] * decay, recent[1] * decay)
+        job = job.with_(ordinal=jobs)
+        jobs += 1
+    weight = decay ** (jobs - 1 - job.ordinal) if job.ordinal is not None else 1.0
+    return (recent[0] + weight * added[0], recent[1] + weight * added[1]), job
 
 
 def figures(job: MeasuredJob, thresholds: Thresholds) -> dict[str, Any]:

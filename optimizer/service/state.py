@@ -18,8 +18,9 @@ temporary name, then renamed), so a crash leaves either the old or the new state
   what it was made from (``key``), ``at``, ``action``, ``reason``; null: none (``{}`` in older files);
 * ``measured``: the committed jobs whose realised benefit later scans still add to (`service.realised`),
   each with the bytes those scans read so far per kind of reader; ``realised``: the table's running sums
-  over every job ever measured, whose realised / estimated factor scales the table's next benefit
-  estimates once ``realised_min_jobs`` jobs with an estimate were measured (`RealisedTotals.calibration`).
+  over every job ever measured, and the same sums weighed by recency (``realised_half_life``), whose
+  realised / estimated factor scales the table's next benefit estimates once ``realised_min_jobs`` jobs
+  with an estimate were measured (`RealisedTotals.calibration`).
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ class MeasuredJob:
     superseded: int | None = None  # the later version that rewrote some of its files
     until: str | None = None  # scans after this instant (that version's commit) do not count
     row_ts: str | None = None  # the start time of its decisions-table row (None: it has none)
+    # how many jobs with an estimate were measured before this one's first scans: its evidence weighs
+    # 2 ** -(jobs measured since / realised_half_life) in the calibration (None: no estimate, or not yet)
+    ordinal: int | None = None
 
     def with_(self, **changes: Any) -> MeasuredJob:
         return replace(self, **changes)
@@ -106,6 +110,11 @@ class RealisedTotals:
     estimated: float = 0.0  # cluster-seconds the estimates expected over the same scans
     estimated_realised: float = 0.0  # `realised` of the jobs that have an estimate: the ratio's divisor
     estimated_jobs: int = 0  # jobs with an estimate measured on at least one scan (0 in older state files)
+    # `estimated` and `estimated_realised` with each job's share weighed down as newer jobs are measured
+    # (`realised_half_life`): what the calibration divides, so a table's factor follows its recent jobs.
+    # None in older state files: the plain sums, until the next job is measured.
+    recent_estimated: float | None = None
+    recent_realised: float | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -114,9 +123,17 @@ class RealisedTotals:
 
     def calibration(self, min_jobs: int) -> Calibration | None:
         """The factor the table's next benefit estimates are scaled by (`costmodel.benefit.realised_factor`:
-        realised / estimated over the jobs with an estimate), None before `min_jobs` of them were measured."""
-        factor = realised_factor(self.estimated, self.estimated_realised, self.estimated_jobs, min_jobs=min_jobs)
+        realised / estimated over the jobs with an estimate, the recent ones weighing most), None before
+        `min_jobs` of them were measured."""
+        estimated, realised = self.recent_sums()
+        factor = realised_factor(estimated, realised, self.estimated_jobs, min_jobs=min_jobs)
         return Calibration(factor, self.estimated_jobs) if factor is not None else None
+
+    def recent_sums(self) -> tuple[float, float]:
+        """(estimated, realised) weighed by recency; the plain sums where none were kept yet."""
+        if self.recent_estimated is None or self.recent_realised is None:
+            return self.estimated, self.estimated_realised
+        return self.recent_estimated, self.recent_realised
 
 
 @dataclass(frozen=True)
@@ -210,7 +227,7 @@ def _realised_totals(data: dict[str, Any], path: Path) -> RealisedTotals:
     """The stored running sums, kept as they are; one warning when the factor's sums are not finite
     numbers (a damaged file: `realised_factor` then gives no factor, and benefits stay raw)."""
     totals = RealisedTotals(**data)
-    if not all(math.isfinite(value) for value in (totals.estimated, totals.estimated_realised)):
+    if not all(math.isfinite(value) for value in (totals.estimated, totals.estimated_realised, *totals.recent_sums())):
         log.warning(
             "%s: realised.estimated %s / realised.estimated_realised %s: not a finite number, so its "
             "benefits are not calibrated (realised_min_jobs) until the sums are fixed",

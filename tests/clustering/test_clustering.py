@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from optimizer.clustering.file_cuts import file_cuts
 from optimizer.clustering.ordering import file_vectors, order_partitions, zero_bits
 from optimizer.clustering.sop import SopPartition, cluster, merge_delta, objective
 from optimizer.clustering.zorder import (
-    file_cuts,
     hash_partition_keys,
     quantile_boundaries,
     range_id_of,

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from optimizer.clustering.by_delta import delta_expressible
 from optimizer.clustering.cuts import Comparison, Scan, build_tree, leaf_ids
+from optimizer.clustering.file_cuts import aligned_cuts
 from optimizer.clustering.groups import layout_key
-from optimizer.clustering.zorder import aligned_cuts
 from optimizer.cut_tree import Cut, CutTree, parse_tree
 from optimizer.errors import FeatureError
 from optimizer.estimate.candidates import candidate_layouts

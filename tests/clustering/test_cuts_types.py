@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
+import random
 from decimal import Decimal
 
 import pytest
@@ -144,7 +146,7 @@ def test_a_partitioned_table_budgets_leaves_per_partition(spark):
     from pyspark.sql import functions as F
 
     from optimizer.clustering.cuts import leaf_ids
-    from optimizer.clustering.zorder import aligned_cuts
+    from optimizer.clustering.file_cuts import aligned_cuts
     from optimizer.estimate.replay import Query
     from optimizer.estimate.workload_cuts import workload_cuts
     from optimizer.skipping.pruning import prepare
@@ -206,3 +208,29 @@ def test_a_recorded_tree_of_more_leaves_than_deltaopt_builds_is_refused_in_one_l
     assert read(MAX_LEAVES).cuts is not None and read(MAX_LEAVES).cuts.leaves == MAX_LEAVES
     with pytest.raises(FeatureError, match=f"a cut tree of {MAX_LEAVES + 1} leaves .* at most {MAX_LEAVES}"):
         read(MAX_LEAVES + 1)
+
+
+@pytest.mark.spark
+def test_nan_partition_values_are_one_group_above_the_numbers_as_spark_orders_them(spark):
+    """Every NaN a sample of a float partition column holds is a distinct Python float that is not equal
+    to itself: each became a group of its own with a file of its own (300 NaN rows, 300+ files). They are
+    one group, after every number, as Spark groups and sorts them, and Spark's file index agrees."""
+    from pyspark.sql import functions as F
+
+    from optimizer.clustering.file_cuts import aligned_cuts, file_index
+
+    rng = random.Random(5)
+    part = [float("nan") for _ in range(300)] + [1.0] * 300 + [None] * 100  # as Arrow gives them
+    keys = [rng.randrange(1000) for _ in part]
+    cuts = aligned_cuts([part, keys], 8, 1)
+    assert len(cuts) + 1 <= 8, cuts
+    opening = [c for c in cuts if c[1] is None]  # each group after the first opens with (its value, NULL)
+    assert len(opening) == 2 and opening[0][0] == 1.0 and math.isnan(opening[1][0])
+    frame = spark.createDataFrame(list(zip(part, keys, strict=True)), "p double, k long")
+    indexed = frame.select("p", file_index([F.col("p"), F.col("k")], cuts).alias("f")).collect()
+    by_group: dict[str, set[int]] = {}
+    for row in indexed:
+        group = "null" if row.p is None else "nan" if math.isnan(row.p) else "one"
+        by_group.setdefault(group, set()).add(row.f)
+    assert max(by_group["null"]) < min(by_group["one"]) and max(by_group["one"]) < min(by_group["nan"]), by_group
+    assert len(by_group["nan"]) >= 2  # its share of the files, not one file per NaN row

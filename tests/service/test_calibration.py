@@ -11,8 +11,8 @@ import pytest
 
 from costmodel.benefit import BenefitEstimate, Calibration, calibrated
 from optimizer.estimate.record import Decision, NewData, decide
-from optimizer.service.realised import figures, measure, track_job
-from optimizer.service.state import RealisedTotals, StateStore, TableState
+from optimizer.service.realised import _moved, figures, measure, track_job
+from optimizer.service.state import MeasuredJob, RealisedTotals, StateStore, TableState
 from optimizer.verdict import Verdict
 from tests.service.test_liquid_tick import liquid_table, service_ctx, small_files  # noqa: F401 - the fixture
 from tests.service.test_realised import T0, THRESHOLDS, cluster, job_record, scan, sizes, unclustered
@@ -129,3 +129,63 @@ def test_a_liquid_tick_does_not_run_delta_s_optimize_the_raw_estimate_would_run(
     assert liquid["operation"] is None and liquid["wanted"] == ["x"]
     _flipped(liquid["current"])
     assert "no OPTIMIZE" in done.reason
+
+
+def _job(run_id: str, share: float) -> tuple[MeasuredJob, MeasuredJob]:
+    """A job whose estimate expected it to save half of a query's bytes, before and after one scan that
+    read 100 MB over the files it replaced and found it saved `share` of them."""
+    from optimizer.service.state import ReaderBytes
+
+    old = MeasuredJob(run_id, 1, T0.isoformat(), 0.5, 1.0, checked_version=1)
+    seen = {"standard": ReaderBytes(before=100e6, after=100e6 * (1 - share), total=100e6)}
+    return old, old.with_(scans=1, readers=seen)
+
+
+def _factor(shares: list[float], half_life: float) -> tuple[float, RealisedTotals]:
+    thresholds = THRESHOLDS.model_copy(update={"realised_half_life": half_life})
+    totals = RealisedTotals()
+    for n, share in enumerate(shares):
+        totals, measured = _moved(totals, *_job(f"job{n}", share), thresholds)
+        assert measured.ordinal == n  # its place among the jobs with an estimate
+    calibration = totals.calibration(3)
+    assert calibration is not None
+    return calibration.factor, totals
+
+
+def test_the_factor_follows_the_table_s_recent_jobs_and_the_all_time_ratio_stays():
+    """4 jobs realised half their estimate, then the data changed and 8 realised all of it: with a half-life
+    of 2 jobs the factor is near 1 (the newest jobs weigh most); with 0 every job weighs the same, as before
+    the half-life existed. The status ratio stays over every job either way."""
+    shares = [0.25] * 4 + [0.5] * 8  # realised / estimated: 0.5, then 1
+    recent, totals = _factor(shares, 2.0)
+    flat, flat_totals = _factor(shares, 0.0)
+    assert recent >= 0.95 and flat == pytest.approx((4 * 0.5 + 8) / 12, abs=1e-4)
+    assert totals.ratio == flat_totals.ratio == pytest.approx(12 / 10, abs=1e-4)
+    assert _factor([0.5] * 4 + [0.25] * 8, 2.0)[0] <= 0.55  # and back down when recent jobs realise half
+
+
+def test_scans_of_an_older_job_weigh_as_that_job_does_when_a_newer_one_is_measured_the_same_tick():
+    """Job A is measured on a tick, then on the next with job B's first scans: A's two increments weigh
+    d (one job older than B) whatever order they were added in; B's weigh 1."""
+    thresholds = THRESHOLDS.model_copy(update={"realised_half_life": 1.0})  # d = 1/2
+    a0, a1 = _job("a", 0.5)
+    totals, a1 = _moved(RealisedTotals(), a0, a1, thresholds)
+    a2 = a1.with_(scans=2, readers={k: v.plus(v.before, v.after, v.total) for k, v in a1.readers.items()})
+    totals, a2 = _moved(totals, a1, a2, thresholds)
+    b0, b1 = _job("b", 0.25)
+    totals, b1 = _moved(totals, b0, b1, thresholds)
+    per_scan = 0.5 * 100e6 / 1e6 * THRESHOLDS.cost_per_mb_read  # the estimate's figure of one scan
+    assert totals.recent_estimated == pytest.approx(0.5 * (2 * per_scan) + per_scan)
+    assert totals.recent_realised == pytest.approx(0.5 * (2 * per_scan) + per_scan / 2)
+    assert (a2.ordinal, b1.ordinal, totals.estimated_jobs) == (0, 1, 2)
+
+
+def test_the_weighed_sums_and_each_job_s_place_survive_a_restart_and_older_files_use_the_plain_sums(tmp_path):
+    store = StateStore(tmp_path)
+    job = _job("a", 0.5)[1].with_(ordinal=3)
+    totals = replace(HALF, recent_estimated=2.0, recent_realised=1.5)
+    store.save(TableState("events", measured=(job,), realised=totals))
+    loaded = store.load("events")
+    assert loaded.realised == totals and loaded.measured == (job,)
+    assert totals.calibration(3) == Calibration(0.75, 4)  # the weighed sums, not the plain ones (0.5)
+    assert HALF.calibration(3) == Calibration(0.5, 4)  # a file of an earlier version: the plain sums

@@ -1,0 +1,115 @@
+"""File boundaries of an order key: cut points drawn from a sample collected to the driver, and each
+row's file (or row group) by them, computed by Spark as a binary search over the cuts.
+
+A key is a tuple of columns compared lexicographically in Spark's ascending order (NULL first, NaN above
+every number); the cuts come from the sample (`file_cuts`), or, where rows of different leading values
+(a table partition, a cut tree's leaf) must never share a file, per group of them (`aligned_cuts`).
+Cuts only balance file sizes: a sample that misjudges them makes files uneven, never loses a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+
+def _ranks(values: Sequence[Any]) -> np.ndarray:
+    """Each value's rank among the distinct non-NULL values, -1 for NULL: Spark's ascending order
+    with NULL first, as numbers numpy can sort (numeric columns natively, others by comparison)."""
+    present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    ranks = np.full(len(values), -1, dtype=np.int64)
+    if present.any():
+        kept = [v for v in values if v is not None]
+        column = np.asarray(kept)
+        if column.dtype.kind not in "iu":  # dates, decimals, strings, floats: compare as Python does
+            column = np.empty(len(kept), dtype=object)
+            column[:] = kept
+        _, inverse = np.unique(column, return_inverse=True)
+        ranks[present] = inverse.reshape(-1)
+    return ranks
+
+
+def file_cuts(columns: Sequence[Sequence[Any]], files: int) -> list[tuple[Any, ...]]:
+    """Up to ``files - 1`` distinct keys cutting the sample into equal shares once sorted; the key of
+    row r is ``tuple(c[r] for c in columns)``, and file i holds the keys in [cut i-1, cut i). A cut at
+    the smallest key would only make an empty file."""
+    count = len(columns[0]) if columns else 0
+    if count == 0 or files <= 1:
+        return []
+    ranks = [_ranks(c) for c in columns]
+    order = np.lexsort(ranks[::-1])  # lexsort's primary key is its last
+    smallest = tuple(int(r[order[0]]) for r in ranks)
+    cuts: list[tuple[Any, ...]] = []
+    previous = smallest
+    for k in range(1, files):
+        position = order[count * k // files]
+        ranked = tuple(int(r[position]) for r in ranks)
+        if ranked != previous:
+            cuts.append(tuple(c[position] for c in columns))
+            previous = ranked
+    return cuts
+
+
+def aligned_cuts(columns: Sequence[Sequence[Any]], files: int, aligned: int) -> list[tuple[Any, ...]]:
+    """`file_cuts`, except that rows whose first `aligned` key components differ never share a file (a
+    cut tree's leaves, `clustering.cuts`): each such group of the sample gets its share of the files,
+    and a cut (its values, NULL...) opens it, below every key of the group (NULL sorts first)."""
+    count = len(columns[0]) if columns else 0
+    if not aligned or count == 0:
+        return file_cuts(columns, files)
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for row, prefix in enumerate(zip(*columns[:aligned], strict=True)):
+        groups.setdefault(tuple(_NAN if _is_nan(v) else v for v in prefix), []).append(row)
+    cuts: list[tuple[Any, ...]] = []
+    for n, prefix in enumerate(sorted(groups, key=lambda p: [_spark_order(v) for v in p])):
+        rows = groups[prefix]
+        if n:  # opened by the group's own values (a NaN, which Spark finds equal to NaN, not the marker)
+            cuts.append((*(c[rows[0]] for c in columns[:aligned]), *([None] * (len(columns) - aligned))))
+        share = max(1, round(files * len(rows) / count))
+        cuts.extend(file_cuts([[c[r] for r in rows] for c in columns], share))
+    return cuts
+
+
+_NAN = object()  # a group key's NaN: Spark groups every NaN together, where NaN != NaN in Python
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and value != value
+
+
+def _spark_order(value: Any) -> tuple[int, Any]:
+    """A sort key of one group key component in Spark's ascending order: NULL first, NaN above numbers."""
+    if value is None:
+        return (0, 0)
+    return (2, 0) if value is _NAN else (1, value)
+
+
+def _at_least(columns: Sequence[Column], cut: tuple[Any, ...]) -> Column:
+    """(columns) >= cut, lexicographically, NULL before any value (as the sort within files)."""
+    from pyspark.sql import functions as F
+
+    first, value, rest = columns[0], cut[0], columns[1:]
+    if value is None:  # everything is >= NULL; only a NULL is equal and defers to the rest
+        return F.when(first.isNull(), _at_least(rest, cut[1:])).otherwise(F.lit(True)) if rest else F.lit(True)
+    if not rest:
+        return F.coalesce(first >= F.lit(value), F.lit(False))
+    above = F.coalesce(first > F.lit(value), F.lit(False))
+    return F.when(first == F.lit(value), _at_least(rest, cut[1:])).otherwise(above)
+
+
+def file_index(columns: Sequence[Column], cuts: Sequence[tuple[Any, ...]]) -> Column:
+    """The number of cuts <= the row's key (a binary search as nested CASE): its file's index."""
+    from pyspark.sql import functions as F
+
+    def search(low: int, high: int) -> Column:
+        if low == high:
+            return F.lit(low)
+        middle = (low + high + 1) // 2
+        return F.when(_at_least(columns, cuts[middle - 1]), search(middle, high)).otherwise(search(low, middle - 1))
+
+    return search(0, len(cuts))
