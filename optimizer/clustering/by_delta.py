@@ -40,12 +40,13 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from optimizer.clustering.layout import Progress
-    from optimizer.table.access import DataFile, TableAccess
+    from optimizer.table.access import Commit, DataFile, TableAccess
     from optimizer.table.rewrite_path import OpenedPath, RewritePath
 
 log = logging.getLogger(__name__)
 
 MAX_KEYS = 4  # Delta's limit on clustering columns
+CLUSTER_BY_OPERATION = "CLUSTER BY"  # the history's operation of ALTER TABLE ... CLUSTER BY
 
 
 class KeysChangedError(CommitConflictError):
@@ -260,6 +261,28 @@ def _check_decided(uri: str, now: Sequence[str], decided: Sequence[str] | None) 
         f"the clustering keys of {uri} changed from ({', '.join(decided) or 'none'}) to "
         f"({', '.join(now) or 'none'}) since the decision; nothing was run"
     )
+
+
+def keys_changed_since(
+    commits: Sequence[Commit], decided: Sequence[str], run_id: str, *, uri: str, failure: str
+) -> KeysChangedError | None:
+    """The refusal `_check_decided` would have made, read from the history after a remote run of a
+    liquid decision `failure`d where the remote says only that it failed (a Databricks run ends FAILED,
+    not why): the newest ``ALTER TABLE ... CLUSTER BY`` in `commits` (those after the decision) that is
+    not the run's own set keys other than `decided`, and none of the run's commits landed. None: the
+    failure is the run's own (the keys stand as decided, or the run committed something)."""
+    if any(c.tagged_run == run_id for c in commits):
+        return None
+    theirs = [c for c in commits if c.operation == CLUSTER_BY_OPERATION]
+    if not theirs:
+        return None
+    listed = str(theirs[-1].operation_parameters.get("newClusteringColumns") or "")
+    now = [k.strip().strip("`") for k in listed.split(",") if k.strip()]
+    try:
+        _check_decided(uri, now, decided)
+    except KeysChangedError as err:
+        return KeysChangedError(f"{err} ({failure})")
+    return None
 
 
 def _applied(features: FeatureSet, done: DeltaCommandResult) -> FeatureSet:

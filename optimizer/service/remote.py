@@ -13,7 +13,9 @@ Databricks clusterId) and the ``execution`` section of the configuration:
 Databricks credentials come from the environment variables the configuration names (host and token),
 never from YAML. The job runs ``deltaopt optimize`` from the configured wheel on the existing cluster.
 A remote run's failure is read from the command's exit status (`remote_failure`): a refused commit and
-keys the user changed since the decision are told apart from a failed run.
+keys the user changed since the decision are told apart from a failed run. A Databricks run reports only
+that it failed: keys changed since a liquid decision are then read from the table's history
+(`by_delta.keys_changed_since`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from optimizer.clustering.by_delta import KeysChangedError
+from optimizer.clustering.by_delta import KeysChangedError, keys_changed_since
 from optimizer.config import DatabricksSettings, ExecutionSettings, SparkSettings
 from optimizer.errors import CommitConflictError, JobSubmissionError
 from optimizer.service.executors import Executor, JobOutcome, OptimizeRequest, SparkExecutor, optimize_command
@@ -188,12 +190,18 @@ class DatabricksExecutor:
             if time.monotonic() > deadline:
                 raise JobSubmissionError(f"Databricks run {run_id} did not finish within {self.settings.timeout:.0f}s")
             time.sleep(self.settings.poll_interval)
-        if state.get("result_state") != "SUCCESS":
-            raise JobSubmissionError(
-                f"Databricks run {run_id} ended {state.get('result_state')}: {state.get('state_message', '')}"
-            )
         from optimizer.table import open_table
 
+        if state.get("result_state") != "SUCCESS":
+            failed = f"Databricks run {run_id} ended {state.get('result_state')}: {state.get('state_message', '')}"
+            if request.keys is not None:  # a liquid decision: refused because the user changed the keys?
+                history = open_table(request.table_path).history(request.read_version + 1)
+                refused = keys_changed_since(
+                    history, request.keys, request.run_id, uri=request.table_path, failure=failed
+                )
+                if refused is not None:
+                    raise refused
+            raise JobSubmissionError(failed)
         committed = commit_of_run(open_table(request.table_path).history(request.read_version + 1), request.run_id)
         return JobOutcome(
             self.name,

@@ -111,6 +111,14 @@ class Commit:
         return self.operation == "OPTIMIZE" and not auto
 
     @property
+    def tagged_run(self) -> str | None:
+        """The run whose tag (Delta's ``userMetadata``, `optimizer.table.delta_sql`) this commit carries,
+        whatever its operation: a run's ``ALTER TABLE ... CLUSTER BY`` is tagged as its OPTIMIZE is."""
+        tag = (_json_object(self.metadata.get("userMetadata")) or {}).get(CUSTOM_METADATA_KEY)
+        run = tag.get("runId") if isinstance(tag, Mapping) else self.deltaopt.get("runId")
+        return str(run) if run is not None else None
+
+    @property
     def is_deltaopt_optimize(self) -> bool:
         return self.deltaopt.get("operation") == "OPTIMIZE"
 

@@ -10,6 +10,10 @@ between, through the seams the service has (the fleet queue holding the job; `De
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
+from http.server import HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,7 @@ from optimizer.service.executors import JobOutcome, OptimizeRequest, optimize_co
 from optimizer.table.delta_sql import DeltaSql
 from optimizer.table.rewrite_path import Capabilities
 from optimizer.verdict import Verdict
+from tests.clusters.servers import JsonHandler
 from tests.service.test_liquid_tick import keys, liquid_table, operations, service_ctx
 from tests.service.test_service import NOW
 from tests.session_conf import session_conf
@@ -108,6 +113,89 @@ def test_a_remote_key_change_keeps_the_keys_the_user_changed_after_the_decision(
     assert started.action is Verdict.SKIP and started.job is None, started.reason  # as in-process: nothing run
     said = f"the clustering keys of {path} changed from (id) to (pad) since the decision; nothing was run"
     assert started.reason.endswith(f"; {said}"), started.reason
+
+
+class FailedRunsApi(JsonHandler):
+    """A Jobs API that takes every run and reports it FAILED, as Databricks reports a task that exited
+    with any non-zero status: the refusal of a run whose keys changed reads no different."""
+
+    def do_POST(self) -> None:
+        self.body()
+        self.reply({"run_id": 7})
+
+    def do_GET(self) -> None:
+        failed = {"life_cycle_state": "TERMINATED", "result_state": "FAILED", "state_message": "Workload failed"}
+        self.reply({"state": failed})
+
+
+@pytest.fixture
+def failing_databricks() -> Iterator[str]:
+    server = HTTPServer(("127.0.0.1", 0), FailedRunsApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("user_changes_keys", [True, False], ids=["keys-changed", "run-failed"])
+def test_a_failed_databricks_run_reads_as_the_user_s_key_change_only_where_the_history_has_one(
+    spark, tmp_path: Path, failing_databricks: str, user_changes_keys: bool
+):
+    """A key change decided and queued, run on Databricks, whose run ends FAILED: where the user clustered
+    the table by other keys meanwhile (a CLUSTER BY in the history that is not the run's), the record is
+    SKIP as in-process and through Connect; otherwise the run's failure is an ERROR."""
+    from optimizer.config import DatabricksSettings
+    from optimizer.service.remote import DatabricksExecutor
+    from optimizer.service.tick import tick
+
+    path = str(tmp_path / "events")
+    liquid_table(spark, path, "id")
+    ctx = service_ctx(spark, tmp_path, path, "set", liquid_key_ticks=1, liquid_key_margin=0.0)
+    settings = DatabricksSettings(python_wheel="dbfs:/deltaopt.whl", existing_cluster_id="c1", poll_interval=0.01)
+    environ = {"DATABRICKS_HOST": failing_databricks, "DATABRICKS_TOKEN": "t"}
+    ctx.choose = lambda table, commits: (DatabricksExecutor(settings, "c1", environ), "test")
+    with ctx.queue.held():
+        decided = tick(ctx.config.tables[0], ctx, NOW)
+    assert decided.as_dict()["liquid"]["operation"] == "AUTO_CLUSTERING_COLUMN_SELECTION", decided.reason
+    if user_changes_keys:
+        spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY (pad)")
+
+    started = ctx.queue.dispatch(NOW).records["events"]
+
+    failed = "Databricks run 7 ended FAILED: Workload failed"
+    if user_changes_keys:
+        assert started.action is Verdict.SKIP and started.job is None, started.reason
+        said = f"the clustering keys of {path} changed from (id) to (pad) since the decision; nothing was run"
+        assert started.reason.endswith(f"; {said} ({failed})"), started.reason
+    else:
+        assert started.action is Verdict.ERROR and failed in started.reason, started.reason
+    assert ctx.decisions.read("events")[-1]["action"] == started.action.value
+
+
+def test_only_a_cluster_by_that_is_not_the_run_s_and_sets_other_keys_is_the_user_s_change(spark, tmp_path: Path):
+    """Read from the history: the run's own CLUSTER BY (tagged with its run, as `DeltaSql` tags it) and one
+    setting the decided keys again are no refusal; a run that committed anything is not "nothing run"."""
+    from optimizer.clustering.by_delta import keys_changed_since
+    from optimizer.table import open_table
+    from optimizer.table.access import CUSTOM_METADATA_KEY
+    from optimizer.table.delta_sql import USER_METADATA_CONF
+
+    path = str(tmp_path / "events")
+    liquid_table(spark, path, "id")
+    start = open_table(path).snapshot().version
+
+    def refusal(decided: tuple[str, ...], run: str = "r1") -> str | None:
+        found = keys_changed_since(open_table(path).history(start + 1), decided, run, uri=path, failure="failed")
+        return str(found) if found is not None else None
+
+    assert refusal(("id",)) is None  # no CLUSTER BY since the decision
+    with session_conf(spark, USER_METADATA_CONF, json.dumps({CUSTOM_METADATA_KEY: {"runId": "r1"}})):
+        spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY (pad)")  # the run's own key change
+    assert refusal(("id",)) is None
+    assert refusal(("id",), run="r2") == (
+        f"the clustering keys of {path} changed from (id) to (pad) since the decision; nothing was run (failed)"
+    )
+    spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY (ID)")  # the user's, back to the decided keys
+    assert refusal(("id",), run="r2") is None
 
 
 def dv_liquid_table(spark, path: str) -> None:  # type: ignore[no-untyped-def]
