@@ -55,7 +55,8 @@ REQUIRED_CONF: dict[str, str] = {
     # PySpark 4 records the Python call site of every Column and function call for error messages, at
     # five JVM round trips and a stack capture each: building a layout's range-id expression (a binary
     # search of up to 1,024 boundaries) spent more time there than in the rest of its estimate. An
-    # operator who wants call sites in error contexts sets it back in spark.conf (Spark 3.5 ignores it).
+    # operator who wants call sites in error contexts sets it back in the configuration's spark.conf (read
+    # when the session starts: Spark 4 refuses it at runtime, PySpark reads it once; Spark 3.5 ignores it).
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 

@@ -32,7 +32,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     # the table's realised / estimated factor, as the service's tick weighs it (the output names it)
     realised = StateStore(config.service.state_dir).load(table.name).realised
-    calibration = realised.calibration(table.thresholds.realised_min_jobs)
+    calibration = realised.calibration(table.thresholds.realised_min_jobs, table.thresholds.realised_half_life)
     thresholds = table.thresholds
     context = TableContext(
         spark, delta, table.identity, log, thresholds, now, cost_model, locations, calibration=calibration

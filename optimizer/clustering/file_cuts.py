@@ -26,7 +26,11 @@ def _ranks(values: Sequence[Any]) -> np.ndarray:
     if present.any():
         kept = [v for v in values if v is not None]
         column = np.asarray(kept)
-        if column.dtype.kind not in "iu":  # dates, decimals, strings, floats: compare as Python does
+        if column.dtype.kind == "f":  # Spark's order: every NaN one value above +Infinity, -0.0 = 0.0
+            _, inverse = np.unique(column, return_inverse=True, equal_nan=True)
+            ranks[present] = inverse.reshape(-1)
+            return ranks
+        if column.dtype.kind not in "iu":  # dates, decimals, strings: compare as Python does
             column = np.empty(len(kept), dtype=object)
             column[:] = kept
         _, inverse = np.unique(column, return_inverse=True)

@@ -182,7 +182,7 @@ def _counted_layout(
             fingerprint=fingerprint,
         )
         rows = sum(v[0] for v in fingerprints.values())
-    progress(f"read {rows:,} rows; {len(vectors)} distinct SOP vectors")
+    progress(f"read {rows:,} rows; {len(vectors)} distinct SOP vectors" if fingerprints else f"{rows:,} rows")
     ordered: list[SopPartition] = []
     if predicates:
         frame, ordered = _number_sop_partitions(

@@ -325,7 +325,8 @@ def _weighed(
         recent = (recent[0] * decay, recent[1] * decay)
         job = job.with_(ordinal=jobs)
         jobs += 1
-    weight = decay ** (jobs - 1 - job.ordinal) if job.ordinal is not None else 1.0
+    # an ordinal past the count (the totals reset by hand, its jobs kept) weighs as the newest job's
+    weight = decay ** max(0, jobs - 1 - job.ordinal) if job.ordinal is not None else 1.0
     return (recent[0] + weight * added[0], recent[1] + weight * added[1]), job
 
 

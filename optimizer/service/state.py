@@ -121,19 +121,22 @@ class RealisedTotals:
         """Estimated / realised over the scans measured (None until something was realised)."""
         return round(self.estimated / self.estimated_realised, 4) if self.estimated_realised > 0 else None
 
-    def calibration(self, min_jobs: int) -> Calibration | None:
+    def calibration(self, min_jobs: int, half_life: float = 0.0) -> Calibration | None:
         """The factor the table's next benefit estimates are scaled by (`costmodel.benefit.realised_factor`:
-        realised / estimated over the jobs with an estimate, the recent ones weighing most), None before
-        `min_jobs` of them were measured."""
-        estimated, realised = self.recent_sums()
+        realised / estimated over the jobs with an estimate, the recent ones weighing most where the
+        `half_life` is set; 0: every job the same, whatever was weighed before), None before `min_jobs`
+        of them were measured."""
+        estimated, realised = self.recent_sums() if half_life > 0 else (self.estimated, self.estimated_realised)
         factor = realised_factor(estimated, realised, self.estimated_jobs, min_jobs=min_jobs)
         return Calibration(factor, self.estimated_jobs) if factor is not None else None
 
     def recent_sums(self) -> tuple[float, float]:
-        """(estimated, realised) weighed by recency; the plain sums where none were kept yet."""
-        if self.recent_estimated is None or self.recent_realised is None:
+        """(estimated, realised) weighed by recency; the plain sums where none were kept yet or the
+        weighed ones are not finite numbers (a damaged file: they would never recover)."""
+        recent = (self.recent_estimated, self.recent_realised)
+        if recent[0] is None or recent[1] is None or not all(math.isfinite(v) for v in (recent[0], recent[1])):
             return self.estimated, self.estimated_realised
-        return self.recent_estimated, self.recent_realised
+        return recent[0], recent[1]
 
 
 @dataclass(frozen=True)
@@ -227,7 +230,7 @@ def _realised_totals(data: dict[str, Any], path: Path) -> RealisedTotals:
     """The stored running sums, kept as they are; one warning when the factor's sums are not finite
     numbers (a damaged file: `realised_factor` then gives no factor, and benefits stay raw)."""
     totals = RealisedTotals(**data)
-    if not all(math.isfinite(value) for value in (totals.estimated, totals.estimated_realised, *totals.recent_sums())):
+    if not all(math.isfinite(value) for value in (totals.estimated, totals.estimated_realised)):
         log.warning(
             "%s: realised.estimated %s / realised.estimated_realised %s: not a finite number, so its "
             "benefits are not calibrated (realised_min_jobs) until the sums are fixed",

@@ -235,7 +235,7 @@ class TickRun:
             self.now,
             ctx.cost_model,
             ctx.locations(),
-            calibration=state.realised.calibration(thresholds.realised_min_jobs),
+            calibration=state.realised.calibration(thresholds.realised_min_jobs, thresholds.realised_half_life),
         )
 
     def _full(self) -> TableState:

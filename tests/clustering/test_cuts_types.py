@@ -234,3 +234,23 @@ def test_nan_partition_values_are_one_group_above_the_numbers_as_spark_orders_th
         by_group.setdefault(group, set()).add(row.f)
     assert max(by_group["null"]) < min(by_group["one"]) and max(by_group["one"]) < min(by_group["nan"]), by_group
     assert len(by_group["nan"]) >= 2  # its share of the files, not one file per NaN row
+    sizes = [sum(1 for r in indexed if r.f == f) for f in range(len(cuts) + 1)]
+    assert min(sizes) >= 50, sizes  # even within a group: its cuts in Spark's order (the keys' NaN-free)
+
+
+def test_float_keys_rank_as_spark_orders_them_nan_one_value_above_infinity():
+    """Ranked as Python objects, every NaN was a value of its own and broke the order of the numbers around
+    it (1.0 ranked below 0.5): cuts out of Spark's order made uneven and empty files."""
+    from optimizer.clustering.file_cuts import _ranks, file_cuts
+
+    nan, inf = float("nan"), float("inf")
+    assert _ranks([float("nan") for _ in range(6)]).tolist() == [0] * 6
+    assert _ranks([1.0, nan, 0.5, None, 2.0, inf, -0.0, 0.0]).tolist() == [2, 5, 1, -1, 3, 4, 0, 0]
+    rng = random.Random(9)
+    values = [rng.choice([nan, inf, -inf, -0.0, 0.0, None, rng.random()]) for _ in range(2000)]
+    cuts = [c[0] for c in file_cuts([values], 8)]
+
+    def spark_order(v: float | None) -> tuple[int, float]:
+        return (0, 0.0) if v is None else (2, 0.0) if math.isnan(v) else (1, v)
+
+    assert [spark_order(c) for c in cuts] == sorted(spark_order(c) for c in cuts), cuts

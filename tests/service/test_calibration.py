@@ -147,7 +147,7 @@ def _factor(shares: list[float], half_life: float) -> tuple[float, RealisedTotal
     for n, share in enumerate(shares):
         totals, measured = _moved(totals, *_job(f"job{n}", share), thresholds)
         assert measured.ordinal == n  # its place among the jobs with an estimate
-    calibration = totals.calibration(3)
+    calibration = totals.calibration(3, half_life)
     assert calibration is not None
     return calibration.factor, totals
 
@@ -187,5 +187,22 @@ def test_the_weighed_sums_and_each_job_s_place_survive_a_restart_and_older_files
     store.save(TableState("events", measured=(job,), realised=totals))
     loaded = store.load("events")
     assert loaded.realised == totals and loaded.measured == (job,)
-    assert totals.calibration(3) == Calibration(0.75, 4)  # the weighed sums, not the plain ones (0.5)
-    assert HALF.calibration(3) == Calibration(0.5, 4)  # a file of an earlier version: the plain sums
+    assert totals.calibration(3, 8.0) == Calibration(0.75, 4)  # the weighed sums, not the plain ones (0.5)
+    assert totals.calibration(3, 0.0) == Calibration(0.5, 4)  # half-life 0 now: every job the same, as said
+    assert HALF.calibration(3, 8.0) == Calibration(0.5, 4)  # a file of an earlier version: the plain sums
+    damaged = replace(totals, recent_estimated=float("nan"))  # would never recover: the plain sums instead
+    assert damaged.calibration(3, 8.0) == Calibration(0.5, 4)
+
+
+def test_a_job_numbered_past_the_table_s_count_weighs_as_the_newest_job_not_more():
+    """The totals reset by hand while the measured jobs keep their places: no weight above 1 (half-life 8:
+    35 times for place 40), no overflow (half-life 0.01)."""
+    for half_life in (8.0, 0.01):
+        thresholds = THRESHOLDS.model_copy(update={"realised_half_life": half_life})
+        old, new = _job("a", 0.5)
+        old = old.with_(ordinal=40, scans=1, readers=new.readers)
+        new = old.with_(scans=2, readers={k: v.plus(v.before, v.after, v.total) for k, v in old.readers.items()})
+        totals, _ = _moved(
+            RealisedTotals(estimated_jobs=3, recent_estimated=0.0, recent_realised=0.0), old, new, thresholds
+        )
+        assert totals.recent_estimated == pytest.approx(totals.estimated)
