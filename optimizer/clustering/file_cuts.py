@@ -70,13 +70,28 @@ def aligned_cuts(columns: Sequence[Sequence[Any]], files: int, aligned: int) -> 
     for row, prefix in enumerate(zip(*columns[:aligned], strict=True)):
         groups.setdefault(tuple(_NAN if _is_nan(v) else v for v in prefix), []).append(row)
     cuts: list[tuple[Any, ...]] = []
-    for n, prefix in enumerate(sorted(groups, key=lambda p: [_spark_order(v) for v in p])):
+    ordered = sorted(groups, key=lambda p: [_spark_order(v) for v in p])
+    for n, (prefix, share) in enumerate(zip(ordered, shares([len(groups[p]) for p in ordered], files), strict=True)):
         rows = groups[prefix]
         if n:  # opened by the group's own values (a NaN, which Spark finds equal to NaN, not the marker)
             cuts.append((*(c[rows[0]] for c in columns[:aligned]), *([None] * (len(columns) - aligned))))
-        share = max(1, round(files * len(rows) / count))
         cuts.extend(file_cuts([[c[r] for r in rows] for c in columns], share))
     return cuts
+
+
+def shares(sizes: Sequence[int], files: int) -> list[int]:
+    """Files per group of `sizes` rows: in proportion, at least one each, and `files` in all where there are
+    no more groups than files (rounding each share on its own made 13 of 12): the shares rounded down
+    (at least 1), then files given to the groups furthest below their exact share, or taken from those
+    furthest above it, one at a time."""
+    total = sum(sizes) or 1
+    exact = [files * size / total for size in sizes]
+    given = [max(1, int(e)) for e in exact]
+    while sum(given) < files:
+        given[min(range(len(given)), key=lambda i: (given[i] - exact[i], i))] += 1
+    while sum(given) > max(files, len(given)):
+        given[max((i for i in range(len(given)) if given[i] > 1), key=lambda i: (given[i] - exact[i], -i))] -= 1
+    return given
 
 
 _NAN = object()  # a group key's NaN: Spark groups every NaN together, where NaN != NaN in Python

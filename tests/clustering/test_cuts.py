@@ -327,3 +327,18 @@ def test_a_cut_tree_reads_fewer_bytes_than_z_order_in_the_estimate_and_for_real(
     for f in table.snapshot().files:  # each file's x range within one leaf: between two consecutive cuts
         low, high = f.min_values["x"], f.max_values["x"]
         assert not any(low < edge <= high for edge in edges), (low, high, edges)
+
+
+@given(st.lists(st.integers(1, 500), min_size=1, max_size=20), st.integers(1, 64))
+@settings(max_examples=200, deadline=None)
+def test_groups_share_exactly_the_files_asked_where_there_are_enough(sizes, files):
+    """Every group gets a file; the shares add up to the files asked whenever there are no more groups than
+    files (rounding each share alone gave 13 files of 12), and each share is within two files of its rows'
+    exact share (where the one file every group gets does not crowd the others out)."""
+    from optimizer.clustering.file_cuts import shares
+
+    given = shares(sizes, files)
+    assert all(g >= 1 for g in given)
+    assert sum(given) == max(files, len(sizes)) if len(sizes) <= files else all(g == 1 for g in given)
+    total = sum(sizes)
+    assert all(abs(g - files * s / total) < 2 for g, s in zip(given, sizes, strict=True)) or len(sizes) > files // 2
