@@ -207,10 +207,17 @@ def _print_table_status(entry: Mapping[str, Any]) -> None:
 
 
 def _realised(table: TableSettings, state: TableState) -> dict[str, Any]:
-    """What the table's jobs realised so far (`service.realised`): the totals, and the jobs still measured."""
+    """What the table's jobs realised so far (`service.realised`): the totals, the factor its next benefit
+    estimates are scaled by (None: none yet), and the jobs still measured."""
     from optimizer.service.realised import figures, totals_dict
 
-    return {**totals_dict(state.realised), "measuring": [figures(job, table.thresholds) for job in state.measured]}
+    thresholds = table.thresholds
+    calibration = state.realised.calibration(thresholds.realised_min_jobs, thresholds.realised_half_life)
+    return {
+        **totals_dict(state.realised),
+        "factor": calibration.factor if calibration is not None else None,
+        "measuring": [figures(job, thresholds) for job in state.measured],
+    }
 
 
 def _realised_figures(realised: Mapping[str, Any]) -> str:

@@ -390,6 +390,8 @@ def realised_line(totals: Mapping[str, Any]) -> str:
     if not totals["scans"]:
         return "realised: no scan measured after a job yet"
     ratio = f"; estimated / realised x{totals['ratio']:.2f}" if totals["ratio"] is not None else ""
+    if totals.get("factor") is not None:  # a table's (the fleet has none)
+        ratio += f"; next benefits x{totals['factor']:.2f}"
     return (
         f"realised: {totals['benefit']:,.1f} cluster-s saved ({totals['bytes_saved'] / 1e6:,.1f} MB) over "
         f"{totals['scans']:,} scan(s) after {totals['jobs']} job(s){ratio}"

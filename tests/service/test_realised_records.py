@@ -114,7 +114,8 @@ def test_status_shows_and_sums_what_jobs_realised(tmp_path, capsys):
     write_config(tmp_path, [{"name": "a", "path": str(tmp_path / "a")}, {"name": "b", "path": str(tmp_path / "b")}])
     store = StateStore(tmp_path / "state")
     store.save(TableState("a", realised=RealisedTotals(1, 10, 5e6, 0.05, 0.1, 0.05)))
-    store.save(TableState("b", realised=RealisedTotals(2, 30, 15e6, 0.15, 0.1, 0.15), measured=(measured_job(3, 2e6),)))
+    b_totals = RealisedTotals(2, 30, 15e6, 0.15, 0.1, 0.15, estimated_jobs=3)  # enough jobs for a factor
+    store.save(TableState("b", realised=b_totals, measured=(measured_job(3, 2e6),)))
     config = str(tmp_path / "deltaopt.yaml")
     assert main(["status", "--fleet", "--config", config, "--json"]) == 0
     fleet = json.loads(capsys.readouterr().out)["realised"]
@@ -125,6 +126,9 @@ def test_status_shows_and_sums_what_jobs_realised(tmp_path, capsys):
     a, b = json.loads(capsys.readouterr().out)
     assert a["realised"]["benefit"] == 0.05 and a["realised"]["measuring"] == []
     assert b["realised"]["ratio"] == round(0.1 / 0.15, 4) and b["realised"]["measuring"][0]["scans"] == 3
+    assert (a["realised"]["factor"], b["realised"]["factor"]) == (None, 1.5)  # what b's next benefits are scaled by
+    assert main(["status", "--config", config]) == 0
+    assert "after 2 job(s); estimated / realised x0.67; next benefits x1.50" in capsys.readouterr().out
 
 
 @pytest.mark.spark
