@@ -165,12 +165,11 @@ def test_the_estimate_prices_the_hilbert_candidate_beside_z_order(spark, tmp_pat
     the same sample and replay as Z-order; it keeps no more of the data than Z-order, up to noise."""
     from pyspark.sql import functions as F
 
-    from costmodel.cost import CostModel
     from optimizer.config import Thresholds
-    from optimizer.estimate.layouts import evaluate_layouts, workload_replay
+    from optimizer.estimate.layouts import workload_replay
     from optimizer.table import open_table
     from querylog.records import ScanRecord
-    from tests.estimate.workloads import NOW
+    from tests.estimate.workloads import NOW, priced_layouts
 
     frame = spark.range(20_000).select(
         "id", (F.col("id") * 7919 % 1000).alias("x"), (F.col("id") * 104_729 % 997).alias("y")
@@ -187,18 +186,10 @@ def test_the_estimate_prices_the_hilbert_candidate_beside_z_order(spark, tmp_pat
     size = sum(f.size for f in snapshot.files)
     thresholds = Thresholds(min_new_bytes=1, target_file_size=size // 32, estimate_compression=False)
     replay = workload_replay(table, snapshot, snapshot.files, records=records, thresholds=thresholds, now=NOW)
-    priced = evaluate_layouts(
-        table,
-        snapshot,
-        snapshot.files,
-        sample=sample,
-        replay=replay,
-        features=FeatureSet(z=(ZFeature("x"), ZFeature("y"))),
-        thresholds=thresholds,
-        cost_model=CostModel(overhead=1.0, base=1.0, per_z=1.0, per_sop=1.0, per_additional=0.1),
-    )
-    p_after = {e.name: e.benefit.p_after for e in priced}
+    features = FeatureSet(z=(ZFeature("x"), ZFeature("y")))
+    priced = priced_layouts(table, snapshot, sample, replay, features, thresholds)
+    p_after = {name: e.benefit.p_after for name, e in priced.items()}
     print(f"p_after by layout: {p_after}")
     assert p_after["Hilbert curve"] <= p_after["as analysed"] * 1.05 + 0.005, p_after
     assert p_after["Hilbert curve"] != p_after["as analysed"]  # priced on its own layout, not on Z-order's
-    assert p_after["as analysed"] < 0.5 * priced[0].benefit.p_before  # the workload is selective: curves matter
+    assert p_after["as analysed"] < 0.5 * priced["as analysed"].benefit.p_before  # selective: curves matter

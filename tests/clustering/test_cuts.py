@@ -257,11 +257,10 @@ def _priced(spark, path, monkeypatch):
     (the others are left out of the pricing: the test's time goes to the two compared)."""
     from pyspark.sql import functions as F
 
-    from costmodel.cost import CostModel
     from optimizer.config import Thresholds
-    from optimizer.estimate.layouts import evaluate_layouts, workload_replay
+    from optimizer.estimate.layouts import workload_replay
     from optimizer.table import open_table
-    from tests.estimate.workloads import NOW, price_only
+    from tests.estimate.workloads import NOW, price_only, priced_layouts
 
     frame = spark.range(4000).select(
         "id", (F.col("id") * 7919 % 1000).alias("x"), (F.col("id") * 104_729 % 997).alias("y")
@@ -275,17 +274,7 @@ def _priced(spark, path, monkeypatch):
     )
     replay = workload_replay(table, snapshot, snapshot.files, records=records, thresholds=thresholds, now=NOW)
     price_only(monkeypatch, "as analysed", CUT_TREE)
-    estimates = evaluate_layouts(
-        table,
-        snapshot,
-        snapshot.files,
-        sample=sample,
-        replay=replay,
-        features=XY,
-        thresholds=thresholds,
-        cost_model=CostModel(overhead=1.0, base=1.0, per_z=1.0, per_sop=1.0, per_additional=0.1),
-    )
-    return table, sample, records, thresholds, {e.name: e for e in estimates}
+    return table, sample, records, thresholds, priced_layouts(table, snapshot, sample, replay, XY, thresholds)
 
 
 def _optimized(spark, table, features, thresholds, before) -> dict:

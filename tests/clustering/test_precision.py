@@ -230,14 +230,13 @@ def test_workload_bits_read_fewer_bytes_than_round_robin_in_the_estimate_and_for
     the two)."""
     from pyspark.sql import functions as F
 
-    from costmodel.cost import CostModel
     from optimizer.clustering import optimize
     from optimizer.config import Thresholds
-    from optimizer.estimate.layouts import evaluate_layouts, workload_replay
+    from optimizer.estimate.layouts import workload_replay
     from optimizer.estimate.workload_bits import workload_precision
     from optimizer.table import open_table
     from optimizer.table.fingerprint import fingerprint
-    from tests.estimate.workloads import NOW, price_only
+    from tests.estimate.workloads import NOW, price_only, priced_layouts
 
     frame = spark.range(20_000).select(
         "id", (F.col("id") * 7919 % 1000).alias("x"), (F.col("id") * 104_729 % 997).alias("y")
@@ -255,17 +254,7 @@ def test_workload_bits_read_fewer_bytes_than_round_robin_in_the_estimate_and_for
     bits = workload_precision(sample, features, replay.queries, replay.target_files)
     assert bits[:3] == (0, 0, 0), bits  # x's narrow, frequent filters lead the key
     offered = price_only(monkeypatch, "as analysed", WORKLOAD_BITS)
-    estimates = evaluate_layouts(
-        table,
-        snapshot,
-        snapshot.files,
-        sample=sample,
-        replay=replay,
-        features=features,
-        thresholds=thresholds,
-        cost_model=CostModel(overhead=1.0, base=1.0, per_z=1.0, per_sop=1.0, per_additional=0.1),
-    )
-    priced = {e.name: e for e in estimates}
+    priced = priced_layouts(table, snapshot, sample, replay, features, thresholds)
     virtual = {name: e.benefit.bytes_per_query_after for name, e in priced.items()}
     print(f"pattern {bits}; offered {offered}; virtual bytes per query: {virtual}")
     assert WORKLOAD_BITS in offered and "Hilbert curve" in offered  # as the decision offers them

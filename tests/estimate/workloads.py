@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from costmodel.cost import CostModel
 from optimizer.skipping.filestats import Bounds, FileStats
 from querylog.records import ScanRecord
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
+UNIT_COSTS = CostModel(overhead=1.0, base=1.0, per_z=1.0, per_sop=1.0, per_additional=0.1)
 
 
 def records(*filters, count=1, age=timedelta(hours=1)):
@@ -37,3 +40,21 @@ def price_only(monkeypatch, *names: str) -> list[str]:  # type: ignore[no-untype
 
     monkeypatch.setattr(layouts, "candidate_layouts", compared)
     return offered
+
+
+def priced_layouts(table, snapshot, sample, replay, features, thresholds) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """The candidate layouts of `features` for the whole of `table`, each priced on `sample` against `replay`
+    at `UNIT_COSTS`, by name in the order `evaluate_layouts` gives them."""
+    from optimizer.estimate.layouts import evaluate_layouts
+
+    estimates = evaluate_layouts(
+        table,
+        snapshot,
+        snapshot.files,
+        sample=sample,
+        replay=replay,
+        features=features,
+        thresholds=thresholds,
+        cost_model=UNIT_COSTS,
+    )
+    return {e.name: e for e in estimates}
