@@ -66,14 +66,14 @@ def aligned_cuts(columns: Sequence[Sequence[Any]], files: int, aligned: int) -> 
     count = len(columns[0]) if columns else 0
     if not aligned or count == 0:
         return file_cuts(columns, files)
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    for row, prefix in enumerate(zip(*columns[:aligned], strict=True)):
-        groups.setdefault(tuple(_NAN if _is_nan(v) else v for v in prefix), []).append(row)
+    groups: dict[tuple[int, ...], list[int]] = {}  # by the leading values' ranks: Spark's groups (one NaN)
+    for row, ranked in enumerate(zip(*(_ranks(c).tolist() for c in columns[:aligned]), strict=True)):
+        groups.setdefault(ranked, []).append(row)
     cuts: list[tuple[Any, ...]] = []
-    ordered = sorted(groups, key=lambda p: [_spark_order(v) for v in p])
-    for n, (prefix, share) in enumerate(zip(ordered, shares([len(groups[p]) for p in ordered], files), strict=True)):
-        rows = groups[prefix]
-        if n:  # opened by the group's own values (a NaN, which Spark finds equal to NaN, not the marker)
+    ordered = sorted(groups)  # ranks sort as Spark does: NULL first, NaN above every number
+    for n, (ranked, share) in enumerate(zip(ordered, shares([len(groups[k]) for k in ordered], files), strict=True)):
+        rows = groups[ranked]
+        if n:  # opened by the group's own values (a NaN, which Spark finds equal to every NaN)
             cuts.append((*(c[rows[0]] for c in columns[:aligned]), *([None] * (len(columns) - aligned))))
         cuts.extend(file_cuts([[c[r] for r in rows] for c in columns], share))
     return cuts
@@ -92,20 +92,6 @@ def shares(sizes: Sequence[int], files: int) -> list[int]:
     while sum(given) > max(files, len(given)):
         given[max((i for i in range(len(given)) if given[i] > 1), key=lambda i: (given[i] - exact[i], -i))] -= 1
     return given
-
-
-_NAN = object()  # a group key's NaN: Spark groups every NaN together, where NaN != NaN in Python
-
-
-def _is_nan(value: Any) -> bool:
-    return isinstance(value, float) and value != value
-
-
-def _spark_order(value: Any) -> tuple[int, Any]:
-    """A sort key of one group key component in Spark's ascending order: NULL first, NaN above numbers."""
-    if value is None:
-        return (0, 0)
-    return (2, 0) if value is _NAN else (1, value)
 
 
 def _at_least(columns: Sequence[Column], cut: tuple[Any, ...]) -> Column:
