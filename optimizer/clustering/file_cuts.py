@@ -1,5 +1,5 @@
-"""File boundaries of an order key: cut points drawn from a sample collected to the driver, and each
-row's file (or row group) by them, computed by Spark as a binary search over the cuts.
+"""File boundaries of an order key: cut points drawn from a sample collected to the driver (each row's
+file or row group by them is `cut_search.with_cut_index`, computed by Spark).
 
 A key is a tuple of columns compared lexicographically in Spark's ascending order (NULL first, NaN above
 every number); the cuts come from the sample (`file_cuts`), or, where rows of different leading values
@@ -10,12 +10,9 @@ Cuts only balance file sizes: a sample that misjudges them makes files uneven, n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column
 
 
 def _ranks(values: Sequence[Any]) -> np.ndarray:
@@ -92,29 +89,3 @@ def shares(sizes: Sequence[int], files: int) -> list[int]:
     while sum(given) > max(files, len(given)):
         given[max((i for i in range(len(given)) if given[i] > 1), key=lambda i: (given[i] - exact[i], -i))] -= 1
     return given
-
-
-def _at_least(columns: Sequence[Column], cut: tuple[Any, ...]) -> Column:
-    """(columns) >= cut, lexicographically, NULL before any value (as the sort within files)."""
-    from pyspark.sql import functions as F
-
-    first, value, rest = columns[0], cut[0], columns[1:]
-    if value is None:  # everything is >= NULL; only a NULL is equal and defers to the rest
-        return F.when(first.isNull(), _at_least(rest, cut[1:])).otherwise(F.lit(True)) if rest else F.lit(True)
-    if not rest:
-        return F.coalesce(first >= F.lit(value), F.lit(False))
-    above = F.coalesce(first > F.lit(value), F.lit(False))
-    return F.when(first == F.lit(value), _at_least(rest, cut[1:])).otherwise(above)
-
-
-def file_index(columns: Sequence[Column], cuts: Sequence[tuple[Any, ...]]) -> Column:
-    """The number of cuts <= the row's key (a binary search as nested CASE): its file's index."""
-    from pyspark.sql import functions as F
-
-    def search(low: int, high: int) -> Column:
-        if low == high:
-            return F.lit(low)
-        middle = (low + high + 1) // 2
-        return F.when(_at_least(columns, cuts[middle - 1]), search(middle, high)).otherwise(search(low, middle - 1))
-
-    return search(0, len(cuts))

@@ -2,11 +2,11 @@
 
 Each dimension is mapped to a *range id* from quantile boundaries of a sample of its values, as
 Delta's OPTIMIZE ZORDER does: robust to skew and defined for any orderable type (numbers, dates,
-timestamps, strings). The range id is a nested CASE (a binary search over the boundaries) evaluated by
-Spark, NULL is range 0. The ids become one 64-bit key along a curve (`curves`: Z-order, the ids' bits
-interleaved, round-robin or by a bit pattern, `FeatureSet.precision`, or a Hilbert curve, `FeatureSet.curve`);
-the same sample gives the file boundaries of the
-key, so rows go to files of the target size in one shuffle, sorted within files.
+timestamps, strings). The range id is a binary search over the boundaries that Spark runs a step per
+projection (`cut_search`), NULL is range 0. The ids become one 64-bit key along a curve (`curves`:
+Z-order, the ids' bits interleaved, round-robin or by a bit pattern, `FeatureSet.precision`, or a
+Hilbert curve, `FeatureSet.curve`); the same sample gives the file boundaries of the key, so rows go
+to files of the target size in one shuffle, sorted within files.
 
 Resolution: n files over d dimensions cut each dimension about n^(1/d) times; the boundaries give 16x
 that resolution (between 16 and 1024 ranges). One dimension needs no ranges at all: it is sorted by
@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from optimizer.clustering.curves import check_curve, curve_ids, with_curve_key
-from optimizer.clustering.file_cuts import aligned_cuts, file_index
+from optimizer.clustering.cut_search import with_cut_index, with_range_id
+from optimizer.clustering.file_cuts import aligned_cuts
 from optimizer.features import Curve
 from optimizer.spark_arrow import to_arrow
 from optimizer.table.fingerprint import hashable_columns
@@ -65,21 +66,8 @@ def quantile_boundaries(values: Sequence[Any], ranges: int) -> tuple[Any, ...]:
 
 
 def range_id_of(value: Any, boundaries: Sequence[Any]) -> int:
-    """The range id `range_id` computes in Spark, for one value in Python (`_range_ids` for many)."""
+    """The range id `cut_search.with_range_id` computes in Spark, for one value in Python (`_range_ids` for many)."""
     return int(_range_ids([value], boundaries)[0])
-
-
-def range_id(column: Column, boundaries: Sequence[Any]) -> Column:
-    """1 + the number of boundaries <= value (a binary search as nested CASE); 0 for NULL."""
-    from pyspark.sql import functions as F
-
-    def search(low: int, high: int) -> Column:
-        if low == high:
-            return F.lit(low)
-        middle = (low + high + 1) // 2
-        return F.when(column >= F.lit(boundaries[middle - 1]), search(middle, high)).otherwise(search(low, middle - 1))
-
-    return F.when(column.isNull(), F.lit(0)).otherwise(search(0, len(boundaries)) + F.lit(1)).cast("long")
 
 
 @dataclass(frozen=True)
@@ -120,6 +108,15 @@ class Helpers:
 
     def z(self, i: int) -> str:
         return f"{self.prefix}z{i}"
+
+    def range_id(self, i: int) -> str:
+        """Dimension i's range id, on the way to the key (`cut_search.with_range_id`)."""
+        return f"{self.prefix}rid{i}"
+
+    @property
+    def cut_index(self) -> str:
+        """A row's file (or row group) among the key's cuts, on the way to its column or partition."""
+        return f"{self.prefix}cut"
 
     @property
     def tie(self) -> str:
@@ -193,8 +190,9 @@ def zorder(
     cuts = aligned_cuts(sampled, files, aligned)
     if row_groups is not None:  # the same order cut `groups` times finer: consecutive rows of a file
         finer = aligned_cuts(sampled, files * row_groups.groups, aligned)
-        frame = frame.withColumn(row_groups.column, file_index(key_columns, finer))
-    return _placed(frame, key_columns, cuts, file_column=file_column, observe=observe).drop(*added), dimensions
+        frame = with_cut_index(frame, key_columns, finer, row_groups.column)
+    placed = _placed(frame, key_columns, cuts, index=names.cut_index, file_column=file_column, observe=observe)
+    return placed.drop(*added), dimensions
 
 
 CurveSpec = tuple[Curve, Sequence[int]]
@@ -206,9 +204,12 @@ def _with_key(frame: DataFrame, dimensions: Sequence[Dimension], names: Helpers,
     the curve (`curves`), a column of its own as the file index and the sort compare it many times."""
     from pyspark.sql import functions as F
 
-    ids = [range_id(F.col(f"`{d.column}`"), d.boundaries) for d in dimensions]
+    for i, d in enumerate(dimensions):
+        frame = with_range_id(frame, d.column, d.boundaries, names.range_id(i))
+    ids = [F.col(f"`{names.range_id(i)}`") for i in range(len(dimensions))]
     bits = [d.bits for d in dimensions]
-    return with_curve_key(frame, names.zkey, ids, bits, curve=curve[0], scratch=names.curve, precision=curve[1])
+    keyed = with_curve_key(frame, names.zkey, ids, bits, curve=curve[0], scratch=names.curve, precision=curve[1])
+    return keyed.drop(*[names.range_id(i) for i in range(len(dimensions))])
 
 
 def _placed(
@@ -216,21 +217,23 @@ def _placed(
     key_columns: Sequence[Column],
     cuts: Sequence[tuple[Any, ...]],
     *,
+    index: str,
     file_column: str | None,
     observe: Callable[[DataFrame], DataFrame] | None,
 ) -> DataFrame:
     """Each row's file from its order key and the file `cuts`: its index in `file_column`, or the rows
-    moved into one shuffle partition per file (`observe` wrapping what the shuffle reads) and sorted."""
+    moved into one shuffle partition per file (`observe` wrapping what the shuffle reads) and sorted;
+    `index` names the column the file's index is computed in on the way."""
     from pyspark.sql import functions as F
 
-    index = file_index(key_columns, cuts)
     if file_column is not None:
-        return frame.withColumn(file_column, index)
+        return with_cut_index(frame, key_columns, cuts, file_column)
     keys = F.array(*[F.lit(k).cast("long") for k in hash_partition_keys(frame, len(cuts) + 1)])  # probed as longs
-    partition = F.element_at(keys, index + 1)
+    frame = with_cut_index(frame, key_columns, cuts, index)
+    partition = F.element_at(keys, F.col(f"`{index}`") + 1)
     if observe is not None:
         frame = observe(frame)
-    return frame.repartition(len(cuts) + 1, partition).sortWithinPartitions(*key_columns)
+    return frame.repartition(len(cuts) + 1, partition).sortWithinPartitions(*key_columns).drop(index)
 
 
 def _unordered(
@@ -289,17 +292,25 @@ def _order_key(
 
 
 def _range_ids(values: list[Any], boundaries: Sequence[Any]) -> np.ndarray:
-    """`range_id_of` over a sample column at once (a binary search per value in numpy's C loop)."""
-    column = np.empty(len(values), dtype=object)
-    column[:] = values
+    """`range_id_of` over a sample column at once (a binary search per value in numpy's C loop). Floats
+    are searched as floats: numpy's search over Python objects reuses the previous value's position
+    when a NaN compares false both ways, and put every value after a NaN in the wrong range (-inf above
+    a boundary of 0.0); as floats a NaN is above every boundary, as Spark orders it."""
     present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
     ids = np.zeros(len(values), dtype=np.int64)
-    if boundaries:
-        cuts = np.empty(len(boundaries), dtype=object)
-        cuts[:] = list(boundaries)
-        ids[present] = 1 + np.searchsorted(cuts, column[present], side="right")
-    else:
+    kept = [v for v in values if v is not None]
+    if not boundaries or not kept:
         ids[present] = 1
+        return ids
+    numbers = np.asarray(kept)
+    if numbers.dtype.kind == "f":
+        ids[present] = 1 + np.searchsorted(np.asarray(boundaries, dtype=np.float64), numbers, side="right")
+        return ids
+    column = np.empty(len(kept), dtype=object)
+    column[:] = kept
+    cuts = np.empty(len(boundaries), dtype=object)
+    cuts[:] = list(boundaries)
+    ids[present] = 1 + np.searchsorted(cuts, column, side="right")
     return ids
 
 

@@ -180,7 +180,8 @@ def test_the_drivers_z_values_are_the_ones_spark_computes(spark):
     from pyspark.sql import functions as F
 
     from optimizer.clustering.curves import interleave, interleave_ids, interleave_value
-    from optimizer.clustering.zorder import _range_ids, range_id
+    from optimizer.clustering.cut_search import with_range_id
+    from optimizer.clustering.zorder import _range_ids
 
     rng = random.Random(4)
     rows = [
@@ -189,8 +190,9 @@ def test_the_drivers_z_values_are_the_ones_spark_computes(spark):
     boundaries = [(-20, 0, 0, 7, 33), ("s1", "s25", "s9")]
     bits = [3, 3]
     frame = spark.createDataFrame(rows, "a int, b string")
-    ids = [range_id(F.col(c), b) for c, b in zip("ab", boundaries, strict=True)]
-    from_spark = [r[0] for r in frame.select(interleave(ids, bits)).collect()]
+    for c, b in zip("ab", boundaries, strict=True):
+        frame = with_range_id(frame, c, b, f"id_{c}")
+    from_spark = [r[0] for r in frame.select(interleave([F.col("id_a"), F.col("id_b")], bits)).collect()]
     scalar = [interleave_value([range_id_of(v, b) for v, b in zip(row, boundaries, strict=True)], bits) for row in rows]
     columns = [_range_ids([row[i] for row in rows], boundaries[i]) for i in range(2)]
     assert from_spark == scalar == interleave_ids(columns, bits).tolist()

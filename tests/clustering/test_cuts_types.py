@@ -217,7 +217,8 @@ def test_nan_partition_values_are_one_group_above_the_numbers_as_spark_orders_th
     one group, after every number, as Spark groups and sorts them, and Spark's file index agrees."""
     from pyspark.sql import functions as F
 
-    from optimizer.clustering.file_cuts import aligned_cuts, file_index
+    from optimizer.clustering.cut_search import with_cut_index
+    from optimizer.clustering.file_cuts import aligned_cuts
 
     rng = random.Random(5)
     part = [float("nan") for _ in range(300)] + [1.0] * 300 + [None] * 100  # as Arrow gives them
@@ -227,7 +228,7 @@ def test_nan_partition_values_are_one_group_above_the_numbers_as_spark_orders_th
     opening = [c for c in cuts if c[1] is None]  # each group after the first opens with (its value, NULL)
     assert len(opening) == 2 and opening[0][0] == 1.0 and math.isnan(opening[1][0])
     frame = spark.createDataFrame(list(zip(part, keys, strict=True)), "p double, k long")
-    indexed = frame.select("p", file_index([F.col("p"), F.col("k")], cuts).alias("f")).collect()
+    indexed = with_cut_index(frame, [F.col("p"), F.col("k")], cuts, "f").select("p", "f").collect()
     by_group: dict[str, set[int]] = {}
     for row in indexed:
         group = "null" if row.p is None else "nan" if math.isnan(row.p) else "one"
