@@ -191,8 +191,7 @@ def zorder(
     if row_groups is not None:  # the same order cut `groups` times finer: consecutive rows of a file
         finer = aligned_cuts(sampled, files * row_groups.groups, aligned)
         frame = with_cut_index(frame, key_columns, finer, row_groups.column)
-    placed = _placed(frame, key_columns, cuts, index=names.cut_index, file_column=file_column, observe=observe)
-    return placed.drop(*added), dimensions
+    return _placed(frame, key_columns, cuts, names, file_column=file_column, observe=observe).drop(*added), dimensions
 
 
 CurveSpec = tuple[Curve, Sequence[int]]
@@ -216,24 +215,24 @@ def _placed(
     frame: DataFrame,
     key_columns: Sequence[Column],
     cuts: Sequence[tuple[Any, ...]],
+    names: Helpers,
     *,
-    index: str,
     file_column: str | None,
     observe: Callable[[DataFrame], DataFrame] | None,
 ) -> DataFrame:
     """Each row's file from its order key and the file `cuts`: its index in `file_column`, or the rows
-    moved into one shuffle partition per file (`observe` wrapping what the shuffle reads) and sorted;
-    `index` names the column the file's index is computed in on the way."""
+    moved into one shuffle partition per file (`observe` wrapping what the shuffle reads) and sorted
+    (the index computed on the way in `names.cut_index`)."""
     from pyspark.sql import functions as F
 
     if file_column is not None:
         return with_cut_index(frame, key_columns, cuts, file_column)
     keys = F.array(*[F.lit(k).cast("long") for k in hash_partition_keys(frame, len(cuts) + 1)])  # probed as longs
-    frame = with_cut_index(frame, key_columns, cuts, index)
-    partition = F.element_at(keys, F.col(f"`{index}`") + 1)
+    frame = with_cut_index(frame, key_columns, cuts, names.cut_index)
+    partition = F.element_at(keys, F.col(f"`{names.cut_index}`") + 1)
     if observe is not None:
         frame = observe(frame)
-    return frame.repartition(len(cuts) + 1, partition).sortWithinPartitions(*key_columns).drop(index)
+    return frame.repartition(len(cuts) + 1, partition).sortWithinPartitions(*key_columns).drop(names.cut_index)
 
 
 def _unordered(
