@@ -51,6 +51,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks import kept_share
 from benchmarks.common import table, write_report
 from benchmarks.delta_peers import DeltaPeer, expert_columns
 from costmodel.benefit import MB
@@ -81,6 +82,18 @@ class Scenario:
     expect: str  # what the service should do, for the report
     history_hours: float = 0.0  # the log already holds this much of the stream when the appends start
     peers: bool = False  # race Delta's ZORDER BY and liquid clustering on this stream
+
+
+@dataclass(frozen=True)
+class Granularity:
+    """How fine every copy's files and row groups are (issue 48's race at a production table's granularity
+    relative to its data): the target file size (None: a sixth of an append, at least 1 MiB), row groups per
+    target file for every writer (Parquet's ``parquet.block.size`` in the session, deltaopt's
+    ``row_group_size``; None: each writer's default), and the session's Parquet codec (None: Spark's)."""
+
+    target: int | None = None
+    row_groups: int | None = None
+    codec: str | None = None
 
 
 @dataclass
@@ -194,10 +207,11 @@ def measured_after(
     return sum(q.weight * query_bytes(q, stats, sizes)[0] for q in queries) / weight if weight else None
 
 
-def write_config(root: Path, table_path: Path, target: int, min_new: int) -> Config:
+def write_config(root: Path, table_path: Path, target: int, min_new: int, row_group: int | None = None) -> Config:
+    defaults = {"min_new_bytes": min_new, "target_file_size": target}
     settings = {
         "spark": {"master": "local[2]", "shuffle_partitions": 8},
-        "defaults": {"min_new_bytes": min_new, "target_file_size": target},
+        "defaults": defaults | ({"row_group_size": row_group} if row_group else {}),
         "tables": [{"name": "lineitem", "path": str(table_path)}],
         "service": {"state_dir": str(root / "state"), "jitter": 0},
         "logging": {"level": "WARNING"},
@@ -207,7 +221,14 @@ def write_config(root: Path, table_path: Path, target: int, min_new: int) -> Con
     return load_config(path)
 
 
-def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Path, files_per_part: int) -> dict:
+def run_scenario(
+    spark: Any,
+    scenario: Scenario,
+    parts: Sequence[Path],
+    root: Path,
+    files_per_part: int,
+    granularity: Granularity = Granularity(),
+) -> dict:
     from optimizer.service.service import context, run_once
 
     root.mkdir(parents=True)
@@ -215,8 +236,13 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
     for copy in copies.values():
         load_part(spark, copy, parts[0], files_per_part)  # the table exists before the service watches it
     increment = copies["none"].snapshot().total_bytes
-    target = max(1 << 20, increment // 6)
-    config = write_config(root, root / "service", target, min_new=increment // 2)
+    target = granularity.target or max(1 << 20, increment // 6)
+    row_group = target // granularity.row_groups if granularity.row_groups else None
+    if row_group:  # Delta's writer and OPTIMIZE read Parquet's setting from the session's conf
+        spark.conf.set("parquet.block.size", str(row_group))
+    if granularity.codec:
+        spark.conf.set("spark.sql.parquet.compression.codec", granularity.codec)
+    config = write_config(root, root / "service", target, min_new=increment // 2, row_group=row_group)
     thresholds = config.tables[0].thresholds
     log = QueryLogTable(config.tables[0].query_log_path)
     ctx = context(config, spark=lambda: spark)
@@ -297,7 +323,10 @@ def run_scenario(spark: Any, scenario: Scenario, parts: Sequence[Path], root: Pa
     final = {**copies, **{name: open_table(peer.path) for name, peer in peers.items()}}
     duck = duckdb_files(final, held)
     readers = spark_scans(spark, final, held) if peers else {}
+    kept = kept_share.race(spark, final, held) if peers else {}
     return {
+        "kept_over_bound": kept,
+        "granularity": granularity,
         "scenario": scenario,
         "ticks": ticks,
         "duckdb": duck,
@@ -464,6 +493,8 @@ def render(results: Sequence[dict], scale: float, appends: int) -> str:
             lines.append(f"Unknown counts are the extension's errors: {duck['errors']}\n")
         if result.get("spark_scans"):
             lines.append(render_peers(result) + "\n")
+            names = {"zorder": "Delta ZORDER BY", "liquid": "Delta liquid clustering"}
+            lines.append(kept_share.render(result["kept_over_bound"], names) + "\n")
         lines.append(verdict(ticks) + "\n")
     header = (
         f"TPC-H lineitem scale {scale} in {appends} increments; one increment per simulated hour, "
@@ -567,7 +598,11 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--quick", action="store_true", help="scale 0.05, 4 appends")
     parser.add_argument("--only", choices=["filtered"], help="run only the filtered stream (with Delta's peers)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--target-kb", type=int, help="target file size of every copy (default: a sixth of an append)")
+    parser.add_argument("--row-groups", type=int, help="row groups per target file, for every writer")
+    parser.add_argument("--codec", help="Parquet codec of Spark's writers (Delta's peers), e.g. zstd as deltaopt's")
     args = parser.parse_args(argv)
+    granularity = Granularity(args.target_kb and args.target_kb << 10, args.row_groups, args.codec)
     if args.quick:
         args.scale, args.appends = 0.05, 4
     work = Path(tempfile.mkdtemp(prefix="deltaopt-flow-"))
@@ -584,9 +619,10 @@ def main(argv: Sequence[str]) -> None:
         scenarios = scenarios[:1]
     results = []
     name = ("flow" if not args.quick else "flow-quick") + (f"-{args.only}" if args.only else "")
+    name += "-granular" if args.target_kb or args.row_groups else ""
     try:
         for i, scenario in enumerate(scenarios):
-            results.append(run_scenario(spark, scenario, parts, work / f"s{i}", args.files_per_append))
+            results.append(run_scenario(spark, scenario, parts, work / f"s{i}", args.files_per_append, granularity))
             _save_raw(results, Path(__file__).parent / "reports" / f"{name}.json")  # kept if a later step fails
     finally:
         if not args.keep:
@@ -596,6 +632,8 @@ def main(argv: Sequence[str]) -> None:
     command = f"python -m benchmarks flow --scale {args.scale} --appends {args.appends} --rate {args.rate:g}" + (
         f" --only {args.only}" if args.only else ""
     )
+    for option, value in (("--target-kb", args.target_kb), ("--row-groups", args.row_groups), ("--codec", args.codec)):
+        command += f" {option} {value}" if value else ""
     write_report(name, "The product flow: appends, a live stream, ticks", body, command)
 
 
@@ -606,6 +644,8 @@ def _save_raw(results: Sequence[dict], path: Path) -> None:
             "ticks": [t.__dict__ | {"decision": _brief(t.decision)} for t in r["ticks"]],
             "peers": r.get("peers"),
             "spark_scans": r.get("spark_scans"),
+            "kept_over_bound": {name: k.__dict__ for name, k in (r.get("kept_over_bound") or {}).items()},
+            "granularity": r["granularity"].__dict__,
         }
         for r in results
     ]
