@@ -14,10 +14,16 @@ projections (CollapseProject does not inline an expression that its consumer use
 instead of nesting them into one expression that doubles with every step. The array is padded to
 2^steps - 1 entries with copies of its last cut, so no step indexes past it (ANSI mode would fail the
 query); a row above the last cut counts the copies too, and the count is capped at the number of cuts.
+
+Never filter on a result, or on anything computed from it, unless the frame is cached or checkpointed
+first: Spark's filter pushdown moves such a filter below shuffles, sorts and aggregations grouped by the
+result, down to the steps, and inlines every step into its condition, which then grows 3-9x per step
+(review 60 ran out of memory at 15 cuts). The callers group, repartition and sort by the results only.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,9 +38,10 @@ def with_range_id(frame: DataFrame, column: str, boundaries: Sequence[Any], name
 
     value = F.col(f"`{column}`")
     cuts = _padded_array(boundaries)
-    frame = _with_count(frame, name, len(boundaries), lambda at: F.element_at(cuts, at) <= value)
-    counted = F.col(f"`{name}`")
-    return frame.withColumn(name, F.when(value.isNull(), F.lit(0)).otherwise(counted + F.lit(1)).cast("long"))
+    frame, scratch = _with_position(frame, name, len(boundaries), lambda at: F.element_at(cuts, at) <= value)
+    counted = F.least(F.col(f"`{scratch}`"), F.lit(len(boundaries)))
+    range_id = F.when(value.isNull(), F.lit(0)).otherwise(counted + F.lit(1)).cast("long")
+    return frame.withColumn(name, range_id).drop(scratch)
 
 
 def with_cut_index(
@@ -50,19 +57,29 @@ def with_cut_index(
     def at_least(at: Column) -> Column:
         return _lexicographic_at_least(columns, [F.element_at(c, at) for c in components])
 
-    return _with_count(frame, name, len(cuts), at_least)
+    frame, scratch = _with_position(frame, name, len(cuts), at_least)
+    return frame.withColumn(name, F.least(F.col(f"`{scratch}`"), F.lit(len(cuts)))).drop(scratch)
 
 
-def _with_count(frame: DataFrame, name: str, cuts: int, at_least: Callable[[Column], Column]) -> DataFrame:
-    """`frame` with the number of cuts the row is at or above in `name`: `at_least(i)` says whether it
-    is at or above cut i (1-based, Spark's `element_at`) for a position column i; false or NULL: below."""
+def _with_position(
+    frame: DataFrame, name: str, cuts: int, at_least: Callable[[Column], Column]
+) -> tuple[DataFrame, str]:
+    """`frame` with the search's position, the number of padded cuts the row is at or above (cap it at
+    `cuts`), in a column of its own (its name returned; drop it once read), so that no step overwrites
+    a column the search reads (`name` may be a key column). `at_least(i)` says whether the row is at or
+    above cut i (1-based, as Spark's `element_at`) for a position column i; false or NULL: below."""
     from pyspark.sql import functions as F
 
-    frame = frame.withColumn(name, F.lit(0))
+    taken = {c.lower() for c in frame.columns}
+    scratch = f"{name}_search"
+    while scratch.lower() in taken:
+        scratch = f"_{scratch}"
+    position = F.col(f"`{scratch}`")
+    frame = frame.withColumn(scratch, F.lit(0))
     for power in reversed(range(_steps(cuts))):
-        step = F.col(f"`{name}`") + F.lit(1 << power)
-        frame = frame.withColumn(name, F.when(at_least(step), step).otherwise(F.col(f"`{name}`")))
-    return frame.withColumn(name, F.least(F.col(f"`{name}`"), F.lit(cuts))) if cuts else frame
+        step = position + F.lit(1 << power)
+        frame = frame.withColumn(scratch, F.when(at_least(step), step).otherwise(position))
+    return frame, scratch
 
 
 def _steps(cuts: int) -> int:
@@ -71,11 +88,53 @@ def _steps(cuts: int) -> int:
 
 
 def _padded_array(values: Sequence[Any]) -> Column:
-    """`values` as one array literal of 2^steps - 1 entries, padded with copies of the last."""
+    """`values` as one array literal of 2^steps - 1 entries, padded with copies of the last; dates and
+    timestamps as their ISO text with one cast of the whole array (`sample_literal`)."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
     padded = [*values, *[values[-1]] * ((1 << _steps(len(values))) - 1 - len(values))] if values else []
-    return F.array(*[F.lit(v) for v in padded])
+    kind = _temporal_type(padded)
+    if kind is None:
+        return F.array(*[F.lit(v) for v in padded])
+    return F.array(*[F.lit(_iso(v)) for v in padded]).cast(T.ArrayType(kind))
+
+
+def sample_literal(value: Any) -> Column:
+    """A cut's value (from the sample, as Arrow gives it to Python, or a cut tree's) as the Spark literal of
+    its column's type. Dates and timestamps are cast from their ISO text to the type itself: PySpark's
+    classic conversion reads a naive datetime (a TIMESTAMP_NTZ value) in the Python process's time zone,
+    not as the wall clock it is, builds a date through java.sql.Date, which fails below year 1000, and a
+    timestamp through java.sql.Timestamp, which shifts days before 1582 (Spark's calendar is proleptic
+    Gregorian, as Python's). The cast names a type object, never "timestamp": Spark reads that name as
+    `spark.sql.timestampType`, which an operator may set to TIMESTAMP_NTZ."""
+    from pyspark.sql import functions as F
+
+    kind = _temporal_type([value])
+    return F.lit(value) if kind is None else F.lit(_iso(value)).cast(kind)
+
+
+def _temporal_type(values: Sequence[Any]) -> Any:
+    """DateType, TimestampType (offset-aware datetimes) or TimestampNTZType (naive ones) when every value
+    present is of that kind; None otherwise (numbers, strings, NULLs only)."""
+    from pyspark.sql import types as T
+
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    if all(isinstance(v, dt.datetime) for v in present):
+        aware = {v.utcoffset() is not None for v in present}
+        return None if len(aware) > 1 else T.TimestampType() if aware.pop() else T.TimestampNTZType()
+    if all(isinstance(v, dt.date) and not isinstance(v, dt.datetime) for v in present):
+        return T.DateType()
+    return None
+
+
+def _iso(value: dt.date | None) -> str | None:
+    """A date's or datetime's ISO text (a four-digit year, the offset when it has one), Spark's cast input."""
+    if value is None:
+        return None
+    return value.isoformat(sep=" ") if isinstance(value, dt.datetime) else value.isoformat()
 
 
 def _lexicographic_at_least(columns: Sequence[Column], cut: Sequence[Column]) -> Column:

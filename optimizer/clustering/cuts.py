@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from optimizer.clustering.cut_search import sample_literal
 from optimizer.cut_tree import Cut, CutTree
 from optimizer.errors import FeatureError
 
@@ -94,7 +95,7 @@ def leaf_column(tree: CutTree, column_of: Callable[[str], Column]) -> Column:
         if node.cut is None or node.below is None or node.above is None:
             return F.lit(first).cast("long")
         target = column_of(node.cut.column)
-        literal = F.lit(node.cut.value)
+        literal = sample_literal(node.cut.value)  # a date or timestamp cast from its ISO text
         test = target < literal if node.cut.op == "<" else target <= literal
         return F.when(test, walk(node.below, first)).otherwise(walk(node.above, first + node.below.leaves))
 

@@ -116,3 +116,76 @@ def test_a_key_of_three_11_bit_dimensions_compiles(spark):
 
     ids = [_range_ids([r[i] for r in keyed], boundaries) for i in range(3)]
     assert [r[3] for r in keyed] == interleave_ids(ids, [11, 11, 11]).tolist()
+
+
+@pytest.mark.parametrize(
+    ("python_zone", "timestamp_type"), [("Asia/Kolkata", "TIMESTAMP_LTZ"), ("UTC", "TIMESTAMP_NTZ")]
+)
+def test_dates_and_timestamps_search_as_the_driver_whatever_the_zones(spark, monkeypatch, python_zone, timestamp_type):
+    """Cuts were PySpark literals: a naive datetime (a TIMESTAMP_NTZ value) was read in the Python process's
+    zone, not as its wall clock (a cut inside Los Angeles' DST gap moved an hour, 1900 by Kolkata's old
+    offset), a date before year 1000 failed the query, and 0001-01-01 came out a day off. Cast from ISO text
+    to the type itself (the name "timestamp" is NTZ where `spark.sql.timestampType` says so), each is its own
+    value in any session zone, any process zone and either default timestamp type."""
+    import time
+
+    from pyspark.sql import functions as F
+
+    from optimizer.clustering.cut_search import sample_literal
+
+    monkeypatch.setenv("TZ", python_zone)
+    time.tzset()
+    settings = {"spark.sql.session.timeZone": "America/Los_Angeles", "spark.sql.timestampType": timestamp_type}
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        instants = [dt.datetime(2024, 3, 9, 20, tzinfo=dt.UTC) + dt.timedelta(minutes=7 * k) for k in range(200)]
+        frame = spark.createDataFrame(list(enumerate(instants)), "i long, v timestamp_ltz")
+        boundaries = quantile_boundaries(instants, 16)
+        got = [r.rid for r in with_range_id(frame, "v", boundaries, "rid").orderBy("i").select("rid").collect()]
+        assert got == _range_ids(instants, boundaries).tolist()
+        texts = [dt.date(999, 12, 31), dt.datetime(2024, 3, 10, 2, 30), dt.datetime(1, 1, 1, tzinfo=dt.UTC)]
+        shown = spark.range(1).select(*[sample_literal(v).cast("string") for v in texts]).first()
+        assert list(shown) == ["0999-12-31", "2024-03-10 02:30:00", "0000-12-31 16:07:02"]  # the instant, in LA
+
+        rng = random.Random(python_zone)
+        gap, old = dt.datetime(2024, 3, 10, 2, 30), dt.datetime(1900, 1, 1)
+        walls = [dt.datetime(2024, 1, 1) + dt.timedelta(minutes=rng.randint(0, 200_000)) for _ in range(300)]
+        walls += [gap, old, dt.datetime(1800, 1, 1), None]
+        frame = spark.createDataFrame(list(enumerate(walls)), "i long, v timestamp_ntz")
+        boundaries = tuple(sorted({*quantile_boundaries(walls, 32), gap, old}))
+        got = [r.rid for r in with_range_id(frame, "v", boundaries, "rid").orderBy("i").select("rid").collect()]
+        assert got == _range_ids(walls, boundaries).tolist()
+
+        days = [dt.date(1, 1, 1), dt.date(999, 12, 31), dt.date(2024, 1, 1), dt.date(1582, 10, 15), None]
+        instant = dt.datetime(1, 1, 1, tzinfo=dt.UTC)
+        rows = [(i, d, instant if i % 2 else None) for i, d in enumerate(days)]
+        frame = spark.createDataFrame(rows, "i long, d date, t timestamp_ltz")
+        cuts = [(d,) for d in days[:4]]
+        indexed = with_cut_index(frame, [F.col("d")], sorted(cuts), "f").orderBy("i").select("f").collect()
+        assert [r.f for r in indexed] == [sum(d is not None and d >= c for (c,) in cuts) for d in days]
+        at_instant = with_cut_index(frame, [F.col("t")], [(instant,)], "f").orderBy("i").select("f").collect()
+        assert [r.f for r in at_instant] == [i % 2 for i in range(len(days))]  # at the cut: file 1; NULL: 0
+    finally:
+        for key, value in previous.items():
+            spark.conf.set(key, value) if value is not None else spark.conf.unset(key)
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_the_result_may_take_the_name_of_a_column_it_reads(spark):
+    """The search keeps its position in a column of its own: written straight into `name`, a `name` that
+    is the key column itself was overwritten by the first step and every later step read the position."""
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame([(i, i) for i in range(10)], "i long, k long")
+    cuts = [(3,), (6,), (8,)]
+    by_other = [r.f for r in with_cut_index(frame, [F.col("k")], cuts, "f").orderBy("i").collect()]
+    by_itself = [r.k for r in with_cut_index(frame, [F.col("k")], cuts, "k").orderBy("i").collect()]
+    assert by_other == by_itself == [0, 0, 0, 1, 1, 1, 2, 2, 3, 3]
+    ranged = [r.k for r in with_range_id(frame, "k", (3, 6, 8), "k").orderBy("i").collect()]
+    assert ranged == [1, 1, 1, 2, 2, 2, 3, 3, 4, 4]
+    taken = frame.withColumnRenamed("k", "f_search")  # the search's own column name is taken: it picks another
+    searched = with_cut_index(taken, [F.col("f_search")], cuts, "f").orderBy("i").collect()
+    assert [r.f for r in searched] == by_other and [r.f_search for r in searched] == list(range(10))
