@@ -15,22 +15,26 @@ from typing import Any
 import numpy as np
 
 
+def present_values(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(which of `values` are not NULL, those values as an array numpy orders as Spark does): numbers
+    natively (floats: NaN above +Infinity, -0.0 = 0.0, where numpy's search and sort over Python objects
+    reuse positions a NaN compares false with), anything else (dates, decimals, strings) as Python objects."""
+    present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    kept = [v for v in values if v is not None]
+    column = np.asarray(kept)
+    if not kept or column.dtype.kind not in "fiu":
+        column = np.empty(len(kept), dtype=object)
+        column[:] = kept
+    return present, column
+
+
 def _ranks(values: Sequence[Any]) -> np.ndarray:
     """Each value's rank among the distinct non-NULL values, -1 for NULL: Spark's ascending order
-    with NULL first, as numbers numpy can sort (numeric columns natively, others by comparison)."""
-    present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    with NULL first, as numbers numpy can sort (`present_values`; every NaN one value)."""
+    present, column = present_values(values)
     ranks = np.full(len(values), -1, dtype=np.int64)
     if present.any():
-        kept = [v for v in values if v is not None]
-        column = np.asarray(kept)
-        if column.dtype.kind == "f":  # Spark's order: every NaN one value above +Infinity, -0.0 = 0.0
-            _, inverse = np.unique(column, return_inverse=True, equal_nan=True)
-            ranks[present] = inverse.reshape(-1)
-            return ranks
-        if column.dtype.kind not in "iu":  # dates, decimals, strings: compare as Python does
-            column = np.empty(len(kept), dtype=object)
-            column[:] = kept
-        _, inverse = np.unique(column, return_inverse=True)
+        _, inverse = np.unique(column, return_inverse=True, equal_nan=column.dtype.kind == "f")
         ranks[present] = inverse.reshape(-1)
     return ranks
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from optimizer.clustering.curves import check_curve, curve_ids, with_curve_key
 from optimizer.clustering.cut_search import with_cut_index, with_range_id
-from optimizer.clustering.file_cuts import aligned_cuts
+from optimizer.clustering.file_cuts import aligned_cuts, present_values
 from optimizer.features import Curve
 from optimizer.spark_arrow import to_arrow
 from optimizer.table.fingerprint import hashable_columns
@@ -291,24 +291,19 @@ def _order_key(
 
 
 def _range_ids(values: list[Any], boundaries: Sequence[Any]) -> np.ndarray:
-    """`range_id_of` over a sample column at once (a binary search per value in numpy's C loop). Floats
-    are searched as floats: numpy's search over Python objects reuses the previous value's position
-    when a NaN compares false both ways, and put every value after a NaN in the wrong range (-inf above
-    a boundary of 0.0); as floats a NaN is above every boundary, as Spark orders it."""
-    present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    """`range_id_of` over a sample column at once (a binary search per value in numpy's C loop), over the
+    values as `present_values` gives them: numbers natively, so a NaN is above every boundary, as Spark
+    orders it (over Python objects numpy's search put every value after a NaN in the wrong range)."""
+    present, column = present_values(values)
     ids = np.zeros(len(values), dtype=np.int64)
-    kept = [v for v in values if v is not None]
-    if not boundaries or not kept:
+    if not boundaries or not len(column):
         ids[present] = 1
         return ids
-    numbers = np.asarray(kept)
-    if numbers.dtype.kind == "f":
-        ids[present] = 1 + np.searchsorted(np.asarray(boundaries, dtype=np.float64), numbers, side="right")
-        return ids
-    column = np.empty(len(kept), dtype=object)
-    column[:] = kept
-    cuts = np.empty(len(boundaries), dtype=object)
-    cuts[:] = list(boundaries)
+    if column.dtype == object:
+        cuts = np.empty(len(boundaries), dtype=object)
+        cuts[:] = list(boundaries)
+    else:
+        cuts = np.asarray(boundaries)
     ids[present] = 1 + np.searchsorted(cuts, column, side="right")
     return ids
 
