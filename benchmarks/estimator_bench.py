@@ -34,7 +34,7 @@ from optimizer.estimate.layouts import benefit_of
 from optimizer.estimate.replay import workload_queries
 from optimizer.features import FeatureSet, SopFeature, ZFeature
 from optimizer.runtime import build_session
-from optimizer.skipping.scan import column_sizes, table_file_stats
+from optimizer.skipping.scan import table_file_stats
 from optimizer.table import open_table
 from querylog.predicates.attribute import scan_filters
 from querylog.records import ScanRecord
@@ -61,23 +61,20 @@ def workload(count: int) -> list[ScanRecord]:
 def real_bytes_per_query(lineitem, records, thresholds) -> dict[str, float]:
     """Bytes per query each kind of reader reads of the table as it is: files kept by deltaopt's pruning
     or by Delta's statistics, then, in both, row groups by their footers (docs/READERS.md)."""
+    from benchmarks.kept_share import PricedFiles
     from optimizer.estimate.replay import query_bytes
-    from optimizer.skipping.filestats import table_column_types
-    from optimizer.skipping.scan import file_row_groups
 
-    snapshot = lineitem.snapshot()
-    types = table_column_types(snapshot.spark_schema().fields)
-    groups = {f.path: file_row_groups(lineitem, f, types) or () for f in snapshot.files}
+    files = PricedFiles.of(lineitem)
+    snapshot = files.snapshot
     views = {
-        "deltaopt": (table_file_stats(lineitem, snapshot), groups),
-        "standard": (table_file_stats(lineitem, snapshot, snapshot.files, {}), groups),
+        "deltaopt": table_file_stats(lineitem, snapshot),
+        "standard": table_file_stats(lineitem, snapshot, snapshot.files, {}),
     }
-    sizes = {f.path: column_sizes(lineitem, f) or {} for f in snapshot.files}
     queries = workload_queries(records, NOW, thresholds.recency_half_life)
     weight = sum(q.weight for q in queries)
     return {
-        reader: sum(q.weight * query_bytes(q, stats, sizes, groups)[0] for q in queries) / weight
-        for reader, (stats, groups) in views.items()
+        reader: sum(q.weight * query_bytes(q, stats, files.sizes, files.groups)[0] for q in queries) / weight
+        for reader, stats in views.items()
     }
 
 

@@ -81,19 +81,33 @@ def bounds(spark: Any, uri: str, held: Held) -> list[float | None]:
     return [row[f"q{i}"] / total if t else None for i, t in enumerate(testable)]
 
 
+@dataclass(frozen=True)
+class PricedFiles:
+    """A table's files as the benchmarks price what readers read of them (`replay.query_bytes`): each
+    file's column bytes and its row groups from its footer, and the snapshot they are of."""
+
+    snapshot: Any
+    sizes: Mapping[str, Mapping[str, int]]
+    groups: Mapping[str, tuple[Any, ...]]
+
+    @classmethod
+    def of(cls, table: TableAccess) -> PricedFiles:
+        snapshot = table.snapshot()
+        types = table_column_types(snapshot.spark_schema().fields)
+        groups = {f.path: file_row_groups(table, f, types) or () for f in snapshot.files}
+        return cls(snapshot, {f.path: column_sizes(table, f) or {} for f in snapshot.files}, groups)
+
+
 def kept_bytes(table: TableAccess, held: Held) -> list[tuple[float, float]]:
     """Per scan, (bytes of its columns a min/max reader reads, those columns' bytes in the table): files
     by Delta's statistics, then row groups by their footers."""
-    snapshot = table.snapshot()
-    types = table_column_types(snapshot.spark_schema().fields)
-    groups = {f.path: file_row_groups(table, f, types) or () for f in snapshot.files}
-    stats = table_file_stats(table, snapshot, snapshot.files, {})  # Delta's statistics only
-    sizes = {f.path: column_sizes(table, f) or {} for f in snapshot.files}
+    files = PricedFiles.of(table)
+    stats = table_file_stats(table, files.snapshot, files.snapshot.files, {})  # Delta's statistics only
     shares = []
     for where, columns in held:
         predicate = prepare(where)
         query = Query(predicate, frozenset(columns) | set(column_names_of(predicate)), 1.0)
-        shares.append(query_bytes(query, stats, sizes, groups))
+        shares.append(query_bytes(query, stats, files.sizes, files.groups))
     return shares
 
 
