@@ -606,6 +606,7 @@ def main(argv: Sequence[str]) -> None:
     if args.quick:
         args.scale, args.appends = 0.05, 4
     work = Path(tempfile.mkdtemp(prefix="deltaopt-flow-"))
+    print(f"work directory: {work}" + (" (kept)" if args.keep else ""), flush=True)
     spark = build_session(load_config_spark())
     parts = tpch.generate("lineitem", args.scale, work / "tpch", parts=args.appends + 1)
     scenarios = (

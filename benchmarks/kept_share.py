@@ -120,20 +120,22 @@ class KeptOverBound:
     scans: int  # with testable conjuncts and a bound above zero
     left_out: int  # without (every file read whatever the layout) or matching no row
     kept_total: float  # all scans' column bytes read over their columns' bytes (unselective scans dominate it)
+    ratios: tuple[float | None, ...] = ()  # per scan in the held-out order; None where left out
 
 
 def kept_over_bound(kept: Sequence[tuple[float, float]], bound: Sequence[float | None]) -> KeptOverBound:
     """The per-scan ratios kept share / bound summarised. A scan whose conjuncts match no row has no
     finite ratio (any read is infinitely above it): left out, counted with the scans without conjuncts."""
     shares = [read / total if total else 1.0 for read, total in kept]
-    ratios = sorted(k / b for k, b in zip(shares, bound, strict=True) if b)
+    per_scan = tuple(k / b if b else None for k, b in zip(shares, bound, strict=True))
+    ratios = sorted(r for r in per_scan if r is not None)
     left = len(kept) - len(ratios)
     total = sum(read for read, _ in kept) / max(sum(t for _, t in kept), 1.0)
     if not ratios:
-        return KeptOverBound(math.nan, math.nan, 0, left, total)
+        return KeptOverBound(math.nan, math.nan, 0, left, total, per_scan)
     geometric = math.exp(sum(math.log(max(r, 1e-12)) for r in ratios) / len(ratios))
     p90 = ratios[min(len(ratios) - 1, math.ceil(0.9 * len(ratios)) - 1)]
-    return KeptOverBound(geometric, p90, len(ratios), left, total)
+    return KeptOverBound(geometric, p90, len(ratios), left, total, per_scan)
 
 
 def race(spark: Any, copies: Mapping[str, TableAccess], held: Held) -> dict[str, KeptOverBound]:

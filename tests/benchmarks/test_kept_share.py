@@ -31,6 +31,7 @@ def test_the_summary_leaves_out_scans_without_a_bound_and_takes_the_geometric_me
     assert summary.geometric_mean == pytest.approx(math.sqrt(1.0 * 4.0))
     assert summary.p90 == pytest.approx(4.0)
     assert summary.kept_total == pytest.approx(8.0 / 16.0)
+    assert summary.ratios == pytest.approx((1.0, 4.0, None, None))  # per scan, in order, for the report's JSON
 
 
 @pytest.mark.spark
