@@ -2,12 +2,14 @@
 
 A node cuts rows by one comparison of a plain column with a literal, ``column < value`` or
 ``column <= value``: rows where it is TRUE go `below`, every other row (FALSE, NULL, and NaN, which Spark
-orders above every number) goes `above`. A leaf is a set of rows files never mix; leaves are numbered
-in order, `below` before `above` (`leaves`). The builder and the leaf id in Spark and numpy are
+orders above every number) goes `above`. A leaf is a set of rows laid out together: files of its own
+under file cuts, about a row group under a row-group cut (`CutTree.row_group`); leaves are numbered in
+order, `below` before `above` (`leaves`). The builder and the leaf id in Spark and numpy are
 `optimizer.clustering.cuts`; this module sits below `optimizer.features`, which validates a recorded tree
 where the feature set is made.
 
-JSON form: a leaf is ``{}``; a node is ``{"column", "op", "type", "value", "below", "above"}``, the value
+JSON form: a leaf is ``{}``; a node is ``{"column", "op", "type", "value", "below", "above"}`` (and
+``"row_group": true`` for a row-group cut), the value
 typed so it reads back exactly: ``integer`` (a JSON integer), ``decimal`` (its text), ``double`` (a JSON
 number), ``string``, ``date`` (ISO text), ``timestamp`` (ISO text with its UTC offset).
 """
@@ -42,11 +44,14 @@ class Cut:
 
 @dataclass(frozen=True)
 class CutTree:
-    """A node (`cut` with both children) or a leaf (`cut` None)."""
+    """A node (`cut` with both children) or a leaf (`cut` None). A node marked `row_group` cuts rows within
+    a file (its leaves are about a row group each, a file a run of them); the others cut files (files
+    never mix their leaves), and none of those lies under a row-group node."""
 
     cut: Cut | None = None
     below: CutTree | None = None
     above: CutTree | None = None
+    row_group: bool = False
 
     @property
     def is_leaf(self) -> bool:
@@ -69,11 +74,24 @@ class CutTree:
     def columns(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(c.column for c in self.cuts()))
 
+    @property
+    def has_row_groups(self) -> bool:
+        """Whether some node cuts within files."""
+        if self.cut is None or self.below is None or self.above is None:
+            return False
+        return self.row_group or self.below.has_row_groups or self.above.has_row_groups
+
+    def file_level(self) -> CutTree:
+        """The tree of the file cuts only: each row-group node a leaf (the leaves files never mix)."""
+        if self.cut is None or self.below is None or self.above is None or self.row_group:
+            return CutTree()
+        return CutTree(self.cut, self.below.file_level(), self.above.file_level())
+
     def as_json(self) -> dict[str, Any]:
         if self.cut is None or self.below is None or self.above is None:
             return {}
         cut = self.cut
-        return {
+        node = {
             "column": cut.column,
             "op": cut.op,
             "type": cut.kind,
@@ -81,6 +99,7 @@ class CutTree:
             "below": self.below.as_json(),
             "above": self.above.as_json(),
         }
+        return node | ({"row_group": True} if self.row_group else {})  # absent for file cuts: older records
 
 
 def _written(kind: str, value: Any) -> Any:
@@ -89,8 +108,9 @@ def _written(kind: str, value: Any) -> Any:
     return value
 
 
-def parse_tree(value: object, depth: int = 0) -> CutTree:
-    """A recorded tree (`CutTree.as_json`); anything else is refused in one line naming what is wrong."""
+def parse_tree(value: object, depth: int = 0, within_files: bool = False) -> CutTree:
+    """A recorded tree (`CutTree.as_json`); anything else is refused in one line naming what is wrong
+    (`within_files`: under a row-group node, where a file cut cannot be)."""
     if not isinstance(value, Mapping):
         raise FeatureError(f"malformed cut tree in the feature set: a node must be an object, not {value!r}")
     if not value:
@@ -98,8 +118,13 @@ def parse_tree(value: object, depth: int = 0) -> CutTree:
     if depth >= MAX_DEPTH:
         raise FeatureError(f"cut tree deeper than {MAX_DEPTH} levels in the feature set")
     keys = {"column", "op", "type", "value", "below", "above"}
-    if set(value) != keys:
-        raise FeatureError(f"malformed cut tree node {sorted(value)} in the feature set: expected {sorted(keys)}")
+    if set(value) - {"row_group"} != keys or value.get("row_group", True) is not True:
+        raise FeatureError(
+            f"malformed cut tree node {sorted(value)} in the feature set: expected {sorted(keys)} (and row_group: true)"
+        )
+    row_group = "row_group" in value
+    if within_files and not row_group:
+        raise FeatureError("malformed cut tree in the feature set: a file cut under a row-group cut")
     column, op, kind = value["column"], value["op"], value["type"]
     if not isinstance(column, str) or not column or op not in OPS or kind not in TYPES:
         raise FeatureError(
@@ -107,7 +132,8 @@ def parse_tree(value: object, depth: int = 0) -> CutTree:
             f"one of {TYPES}"
         )
     cut = Cut(column, op, kind, _read(kind, value["value"]))
-    return CutTree(cut, parse_tree(value["below"], depth + 1), parse_tree(value["above"], depth + 1))
+    below, above = (parse_tree(value[side], depth + 1, row_group) for side in ("below", "above"))
+    return CutTree(cut, below, above, row_group)
 
 
 def _read(kind: str, value: object) -> Any:

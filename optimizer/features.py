@@ -17,6 +17,7 @@ from typing import Literal, cast
 
 from optimizer.cut_tree import MAX_LEAVES, CutTree, parse_tree
 from optimizer.errors import FeatureError
+from querylog.errors import QueryLogError
 from querylog.predicates.classify import column_names
 from querylog.predicates.normalize import parse_canonical
 
@@ -87,7 +88,8 @@ class FeatureSet:
     # Z-order's bit pattern: the dimension (index in curve order) of each leading key bit, most significant
     # first; empty: the bits interleaved round-robin (`clustering.curves.key_bit_order`)
     precision: tuple[int, ...] = ()
-    # a cut tree over plain Z columns (`clustering.cuts`): files never mix its leaves, ordered within by the curve
+    # a cut tree over plain columns (`clustering.cuts`): files never mix its file cuts' leaves, its row-group
+    # cuts' leaves lead the order within them, the curve orders each leaf
     cuts: CutTree | None = None
 
     def __post_init__(self) -> None:
@@ -213,18 +215,26 @@ def _check_precision(pattern: tuple[int, ...], curve: Curve, dimensions: int) ->
         raise FeatureError(f"bit pattern of {len(pattern)} bits: at most {KEY_BITS} fit in a long")
 
 
+def _plain_column(text: str) -> bool:
+    """Whether `text` names one top-level column (no expression, no field of a struct)."""
+    try:
+        return ZFeature(text).is_plain_column
+    except QueryLogError:
+        return False
+
+
 def _check_cuts(tree: CutTree, features: FeatureSet) -> None:
     """Refuse a cut tree the job cannot write as described: one of a single leaf (it cuts nothing), one
-    cutting a column that is no plain Z feature of the set (the cut columns are its ordered, indexed
-    keys), one of more leaves than deltaopt builds, or one with the SOP id leading (both would lead the
-    file order; within a leaf the SOP id stays a curve dimension)."""
+    cutting anything but a plain top-level column (the workload's comparison points on Z columns, and on
+    the other columns it compares with literals, its recurring predicates' included: `key_columns` gives
+    them all min/max), one of more leaves than deltaopt builds, or one with the SOP id leading (both would
+    lead the file order; within a leaf the SOP id stays a curve dimension)."""
     if tree.is_leaf:
         raise FeatureError("a cut tree of a single leaf in the feature set: it cuts nothing")
     if tree.leaves > MAX_LEAVES:  # the job would nest a CASE branch per leaf: none deltaopt builds is larger
         raise FeatureError(f"a cut tree of {tree.leaves} leaves in the feature set: at most {MAX_LEAVES}")
-    plain = {f.column for f in features.z if f.is_plain_column}
-    alien = [c for c in tree.columns if c not in plain]
+    alien = [c for c in tree.columns if not _plain_column(c)]
     if alien:
-        raise FeatureError(f"the cut tree cuts {alien}: a cut tree cuts plain Z feature columns only")
+        raise FeatureError(f"the cut tree cuts {alien}: a cut tree cuts plain columns only")
     if features.sop_leads:
         raise FeatureError("a cut tree and the SOP id leading cannot combine: both would lead the file order")

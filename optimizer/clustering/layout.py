@@ -342,9 +342,13 @@ def _zorder_features(
     lead = sop_id and features.sop_leads and bool(columns or joined)
     sop_dimension = [helpers.sop_id] if sop_id and not lead else []
     kept = [True] * len(columns) + [j.helper in present for j in features.joined] + [True] * len(sop_dimension)
-    leaf = [f"{helpers.prefix}leaf"] if features.cuts is not None else []  # leads: files never mix leaves
+    leaf: list[str] = []  # lead the order: files never mix the file cuts' leaves, row-group cuts' leaves follow
     if features.cuts is not None:
-        frame = frame.withColumn(leaf[0], leaf_column(features.cuts, expression_column))
+        leaf.append(f"{helpers.prefix}leaf")
+        frame = frame.withColumn(leaf[0], leaf_column(features.cuts.file_level(), expression_column))
+    if features.cuts is not None and features.cuts.has_row_groups:
+        leaf.append(f"{helpers.prefix}leaf_rows")
+        frame = frame.withColumn(leaf[1], leaf_column(features.cuts, expression_column))
     laid_out, dimensions = zorder(
         frame,
         [*columns, *joined, *sop_dimension],

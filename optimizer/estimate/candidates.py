@@ -21,18 +21,23 @@ def candidate_layouts(
     *,
     hilbert: bool = True,
     workload_bits: tuple[int, ...] = (),
-    cuts: CutTree | None = None,
+    cuts: tuple[CutTree | None, CutTree | None] = (None, None),
 ) -> list[tuple[str, FeatureSet]]:
     """The analysed layout and variants the estimator compares (the thesis's own future work: let the
     benefit estimate pick the features). A feature left out of clustering keeps its statistics.
     With `joined` features, the layouts with them too: added to the analysed layout (in both orders
     where it has SOP features) and to its Z features alone. With `hilbert`, the analysed layout on a
     Hilbert curve too, and with the `workload_bits` pattern (`estimate.workload_bits`) when there is
-    one, and cut by the workload's `cuts` tree when there is one. Variants keep the analysed layout's
-    curve, not its bit pattern (made for its dimensions) nor its cut tree."""
+    one, and cut by the workload's `cuts` trees when there are (leaves as files, leaves as row groups:
+    `CutTree.row_group`). Variants keep the analysed layout's curve, not its bit pattern (made for
+    its dimensions) nor its cut tree."""
     candidates = [("as analysed", features)] if not features.is_empty else []
     workload_bits = workload_bits if workload_bits != features.precision else ()  # no second "as analysed"
-    cuts = cuts if cuts != features.cuts else None  # likewise
+    trees = [
+        (name, tree)
+        for name, tree in zip(("cut tree", "cut tree, row groups"), cuts, strict=True)
+        if tree is not None and tree != features.cuts  # likewise
+    ]
     features = replace(features, precision=(), cuts=None)
     if joined:
         candidates.extend(_with_joined(features, tuple(joined)))
@@ -41,8 +46,8 @@ def candidate_layouts(
     candidates.extend(_variants(features))
     if hilbert and workload_bits and features.curve == "z":  # Delta's commands cannot write a bit pattern
         candidates.append(("Z-order, workload bits", replace(features, precision=workload_bits)))
-    if hilbert and cuts is not None:  # nor cut files by a tree (`estimate.workload_cuts`)
-        candidates.append(("cut tree", replace(features, cuts=cuts, sop_leads=False)))
+    for name, tree in trees if hilbert else ():  # nor cut files by a tree (`estimate.workload_cuts`)
+        candidates.append((name, replace(features, cuts=tree, sop_leads=False)))
     if hilbert and features.curve == "z" and 2 <= features.curve_dimensions <= HILBERT_MAX_DIMENSIONS:
         # the same range ids on a curve whose consecutive keys are grid neighbours: each file (and row
         # group) a more compact box with narrower min/max ranges, where a Z-order one can span distant

@@ -19,6 +19,7 @@ from costmodel.cost import CostEstimate, CostModel
 from costmodel.rate import QueryRate, project_rate
 from optimizer.analysis.search import Score, SearchResult, best_single, greedy_search, layout_of
 from optimizer.config import Thresholds
+from optimizer.cut_tree import CutTree
 from optimizer.estimate.candidates import candidate_layouts
 from optimizer.estimate.record import LayoutSummary
 from optimizer.estimate.replay import Query, estimate_benefit, joined_helpers, with_joined_ranges, workload_queries
@@ -117,13 +118,8 @@ def evaluate_layouts(
         replay = replace(replay, stored=baseline)
     if thresholds.compare_layouts:
         bits = workload_precision(sample, features, replay.queries, replay.target_files) if hilbert else ()
-        partitions = len({tuple(sorted(f.partition_values.items())) for f in files}) or 1
-        cuts = (
-            workload_cuts(sample, features, replay.queries, replay.target_files, partitions=partitions)
-            if hilbert
-            else None
-        )
-        candidates = candidate_layouts(features, joined, hilbert=hilbert, workload_bits=bits, cuts=cuts)
+        trees = _workload_trees(sample, features, replay, snapshot, files) if hilbert else (None, None)
+        candidates = candidate_layouts(features, joined, hilbert=hilbert, workload_bits=bits, cuts=trees)
     else:  # the thesis's order: the analysed features, each kind as the analyser chose it
         candidates = [("as analysed", replace(features, joined=tuple(joined)))]
     new_bytes = sum(f.size for f in files)
@@ -137,6 +133,25 @@ def evaluate_layouts(
         )
         for name, layout in candidates
     ]
+
+
+def _workload_trees(
+    sample: DataFrame, features: FeatureSet, replay: WorkloadReplay, snapshot: Snapshot, files: Sequence[DataFile]
+) -> tuple[CutTree | None, CutTree | None]:
+    """The workload's cut trees (`workload_cuts`) with leaves as files, and with leaves as row groups
+    where the job's files hold more than one (readers skip row groups by their footers)."""
+    partitions = len({tuple(sorted(f.partition_values.items())) for f in files}) or 1
+    build = functools.partial(
+        workload_cuts,
+        sample,
+        features,
+        replay.queries,
+        replay.target_files,
+        partitions=partitions,
+        partition_columns=snapshot.partition_columns,
+    )
+    finer = build(row_groups=replay.row_groups) if replay.row_groups > 1 else None
+    return build(), finer if finer is not None and finer.has_row_groups else None
 
 
 @dataclass(frozen=True)

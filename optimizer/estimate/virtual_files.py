@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from optimizer.clustering.joined import with_joined
 from optimizer.clustering.layout import cluster_frame
 from optimizer.clustering.zorder import GroupIndex, Helpers
+from optimizer.estimate.leaf_boxes import LEAF_RANGE, LeafBoxes
 from optimizer.features import FeatureSet, ZFeature
 from optimizer.skipping.collect import StatsSpec, stats_spec
 from optimizer.skipping.filestats import FileStats, file_stats, table_column_types
@@ -73,11 +74,11 @@ def virtual_files(
 ) -> VirtualFiles:
     """`sample` clustered on `features` into `files` virtual files with their statistics; with
     `measure`, also the column bytes `measure` finds for them (one file per virtual file). With
-    `row_groups` = (count, filtered columns), each file's rows, in the order the job sorts them within
-    a file, are also cut into about `count` row groups (at most one per `GROUP_SAMPLE_ROWS` sampled
-    rows), bounded on the columns rows are ordered by (`_ordered_columns`). `rows`: the sample's row count
-    as the caller counts it once for every candidate layout (also sparing the layout's pass 1); counted
-    here for joined features, whose lookup is counted as it joins."""
+    `row_groups` = (count, filtered columns), each file's rows, in the order the job sorts them within a
+    file, are also cut into about `count` row groups (at most one per `GROUP_SAMPLE_ROWS` sampled rows),
+    bounded on the columns rows are ordered by (`_ordered_columns`). `rows`: the sample's row count as the
+    caller counts it once for every candidate layout (sparing the layout's pass 1; counted here for
+    joined features, whose lookup is counted as it joins)."""
     from pyspark.sql import functions as F
 
     schema = snapshot.spark_schema()
@@ -103,18 +104,18 @@ def virtual_files(
         row_groups=cut,
         known_rows=rows_in,
     )
-    # a group's statistics also of the filtered columns past Delta's (footers have every column's):
-    # aggregated after Delta's, so the file statistics read the first `columns` alone
+    # a group's statistics also of the filtered columns past Delta's (footers have every column's), after them
     in_groups = [*columns, *_past_delta(stored, columns, ordered & set(row_groups[1]))] if cut else columns
     aggregates = file_stat_aggregates(in_groups, spec.aggregates())
     bounded = [replace(c, minmax=c.minmax and _footer_bounded(c) and c.name.lower() in ordered) for c in in_groups]
+    boxes = LeafBoxes.of(features, stored, prefix) if cut else None  # a row-group tree's other columns
     if measure is None:  # statistics per file index: no shuffle into as many partitions as files
-        per_file, groups = _aggregated(layout.frame, (file_index, cut), aggregates, bounded)
+        per_file, groups = _aggregated(layout.frame, (file_index, cut), aggregates, bounded, boxes)
         measured = None
     else:
         frame = layout.frame.withColumn(file_index, F.spark_partition_id()).persist()  # the shuffle runs once
         try:
-            per_file, groups = _aggregated(frame, (file_index, cut), aggregates, bounded)
+            per_file, groups = _aggregated(frame, (file_index, cut), aggregates, bounded, boxes)
             measured = measure(frame.select(*[F.col(f"`{n}`") for n in stored.names]))
         finally:
             frame.unpersist()
@@ -156,12 +157,16 @@ def _files_of(
 
 def _ordered_columns(features: FeatureSet, stored: StructType) -> set[str]:
     """The stored columns (lower case) rows are ordered by within a file: the Z features that are plain
-    columns. Only on those are a virtual row group's bounds priced: a real group of 100,000s of rows
-    spans nearly any other column's range, where a few hundred sampled rows look narrow (a filter
-    matching 0.1% of rows misses 200 of them 82% of the time), so bounds on other columns would credit
-    skipping the real groups never allow."""
+    columns, and a cut tree's columns where its leaves are row groups (a file is a run of leaves, each
+    confined to its box on them). Only on those are a virtual row group's bounds priced: a real group
+    of 100,000s of rows spans nearly any other column's range, where a few hundred sampled rows look
+    narrow (a filter matching 0.1% of rows misses 200 of them 82% of the time), so bounds on other
+    columns would credit skipping the real groups never allow."""
     names = {n.lower() for n in stored.names}
-    return {f.expression.strip().strip("`").lower() for f in features.z} & names
+    ordered = {f.expression.strip().strip("`").lower() for f in features.z}
+    if features.cuts is not None and features.cuts.has_row_groups:
+        ordered |= {c.lower() for c in features.cuts.columns}
+    return ordered & names
 
 
 def _footer_bounded(column: StatsColumn) -> bool:
@@ -184,6 +189,7 @@ def _aggregated(
     helpers: tuple[str, GroupIndex | None],
     aggregates: Sequence[Column],
     columns: Sequence[StatsColumn],
+    boxes: LeafBoxes | None = None,
 ) -> tuple[list[Row], dict[str, tuple[FileStats, ...]]]:
     """The per-file aggregate rows (column ``__file``), and with a `GroupIndex`, each file's row groups.
     With groups, the layout is aggregated once, per (file, group), and the few group rows are merged
@@ -192,17 +198,19 @@ def _aggregated(
     from pyspark.sql import functions as F
 
     file_index, cut = helpers
+    if boxes is not None:  # each group's leaves, to bound it by their boxes (`LeafBoxes`)
+        frame, aggregates = boxes.with_leaf(frame), [*aggregates, *boxes.aggregates()]
     if cut is None:
         return frame.groupBy(F.col(f"`{file_index}`").alias("__file")).agg(*aggregates).collect(), {}
     keys = (F.col(f"`{file_index}`").alias("__file"), F.col(f"`{cut.column}`").alias("__group"))
     grouped = frame.groupBy(*keys).agg(*aggregates).persist()
     try:
         in_groups = grouped.collect()
-        merged = [_merge(name) for name in grouped.columns if name not in ("__file", "__group")]
+        merged = [_merge(name) for name in grouped.columns if name not in ("__file", "__group", *LEAF_RANGE)]
         per_file = grouped.groupBy("__file").agg(*merged).collect()
     finally:
         grouped.unpersist()
-    return per_file, _row_groups(in_groups, columns)
+    return per_file, _row_groups(in_groups, columns, boxes)
 
 
 def _merge(name: str) -> Column:
@@ -221,15 +229,19 @@ def _merge(name: str) -> Column:
     raise ValueError(f"no merge for the virtual-file aggregate {name!r}")  # key sets: the estimate has none
 
 
-def _row_groups(rows: Sequence[Row], columns: Sequence[StatsColumn]) -> dict[str, tuple[FileStats, ...]]:
+def _row_groups(
+    rows: Sequence[Row], columns: Sequence[StatsColumn], boxes: LeafBoxes | None = None
+) -> dict[str, tuple[FileStats, ...]]:
     """Each virtual file's row groups in file order, with min/max of the `columns` marked so (those
-    footers bound, rows are ordered by: `_ordered_columns`) and null counts."""
+    footers bound, rows are ordered by: `_ordered_columns`; a row-group cut tree's other columns by its
+    leaves' boxes: `LeafBoxes`) and null counts."""
     types = {c.name: c.type_name for c in columns}
     found: dict[str, list[FileStats]] = {}
-    for row in sorted(rows, key=lambda r: (r["__file"], r["__group"])):
-        values = row.asDict()
+    decoded = [(row.asDict(), decode_stats(delta_stats_json(row.asDict(), columns), columns)) for row in rows]
+    if boxes is not None:
+        decoded = boxes.bounded(decoded)
+    for values, (count, mins, maxs, nulls) in sorted(decoded, key=lambda d: (d[0]["__file"], d[0]["__group"])):
         path = _virtual_path(values["__file"])
-        count, mins, maxs, nulls = decode_stats(delta_stats_json(values, columns), columns)
         data_file = DataFile(f"{path}#{values['__group']}", 0, count, 0, {}, mins, maxs, nulls)
         found.setdefault(path, []).append(file_stats(data_file, types, None))
     return {path: tuple(entries) for path, entries in found.items()}

@@ -1,6 +1,6 @@
 """The cut tree the workload asks of a layout (`clustering.cuts`), built on the estimate's sample from the
-replay's queries: their Z-shaped conjuncts on the layout's plain Z columns, literals typed as the
-sample's values of the column.
+replay's queries: their Z-shaped conjuncts on plain columns (the layout's Z columns, and any other column
+the workload compares with literals), literals typed as the sample's values of the column.
 
 A literal is taken only where Spark's comparison and Python's agree on it (`skipping.values.constant`,
 as pruning reads it): numbers with numeric columns (as a double for a floating column, so both sides
@@ -17,10 +17,10 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from optimizer.analysis.workload import readable_z_shape
-from optimizer.clustering.cuts import Comparison, Scan, build_tree
+from optimizer.clustering.cut_growth import Comparison, Scan, build_tree
 from optimizer.cut_tree import MAX_LEAVES, CutTree, fits_spark_decimal
 from optimizer.estimate.replay import Query
-from optimizer.features import FeatureSet
+from optimizer.features import FeatureSet, ZFeature
 from optimizer.skipping.values import ZONE_META, Unknown, constant
 from optimizer.spark_arrow import to_arrow
 from querylog.predicates.normalize import parse_canonical, sql
@@ -33,7 +33,14 @@ MAX_ROWS = 100_000  # sampled rows the tree is grown on (evenly spaced past it)
 
 
 def workload_cuts(
-    sample: DataFrame, features: FeatureSet, queries: Sequence[Query], files: int, *, partitions: int = 1
+    sample: DataFrame,
+    features: FeatureSet,
+    queries: Sequence[Query],
+    files: int,
+    *,
+    partitions: int = 1,
+    partition_columns: Sequence[str] = (),
+    row_groups: int = 1,
 ) -> CutTree | None:
     """The cut tree for `features` laid out into `files` files over `partitions` table partitions (about
     a file per leaf and partition, a leaf at least half one, at most `MAX_LEAVES`: files mix neither
@@ -41,14 +48,16 @@ def workload_cuts(
     leaves are budgeted `files // partitions`), or None where there is none to price: fewer than two curve
     dimensions (rows are then sorted by the one column's value: files are already ranges of it, and a
     tree only moves their ends; on a one-column layout with 40 point filters it priced 0.02% better,
-    churn rather than a layout), no query comparing a plain Z column with a literal the column's values
-    compare with, or no cut skipping anything (a single leaf)."""
+    churn rather than a layout), no query comparing a plain column with a literal the column's values
+    compare with, or no cut skipping anything (a single leaf). With `row_groups` (per file) above one,
+    the tree grows on past its file cuts with row-group cuts (`CutTree.row_group`): up to `row_groups`
+    times as many leaves in all (at most `MAX_LEAVES`), each at least half a row group."""
     files //= max(partitions, 1)
     if files < 2 or features.curve_dimensions < 2:
         return None
-    plain = list(dict.fromkeys(f.column for f in features.z if f.is_plain_column))
-    by_lower = {c.lower(): c for c in sample.columns}
-    wanted = [c for c in plain if c.lower() in by_lower and _used(c, queries)]
+    partitioned = {c.lower() for c in partition_columns}  # files never mix partitions: nothing to cut
+    by_lower = {c.lower(): c for c in sample.columns if c.lower() not in partitioned}
+    wanted = [c for c in _compared(features, queries) if c.lower() in by_lower]
     if not wanted:
         return None
     table = to_arrow(sample.select(*[sample[by_lower[c.lower()]] for c in wanted]))
@@ -64,13 +73,26 @@ def workload_cuts(
     rows = len(next(iter(values.values()), ()))
     if not rows or not any(s.comparisons for s in scans):
         return None
-    tree = build_tree(values, scans, max_leaves=min(files, MAX_LEAVES), min_leaf_rows=max(1, rows // (2 * files)))
+    leaves = files * max(row_groups, 1)
+    within = (min(leaves, MAX_LEAVES), rows // (2 * leaves)) if row_groups > 1 else None
+    coarse = (min(files, MAX_LEAVES), max(1, rows // (2 * files)))
+    tree = build_tree(values, scans, max_leaves=coarse[0], min_leaf_rows=coarse[1], row_groups=within)
     return None if tree.is_leaf else tree
 
 
-def _used(column: str, queries: Sequence[Query]) -> bool:
-    """Whether some query has a Z-shaped conjunct on `column` (before the sample is read at all)."""
-    return any(_shape(sql(c), {column}) is not None for q in queries for c in q.predicate.conjuncts)
+def _compared(features: FeatureSet, queries: Sequence[Query]) -> list[str]:
+    """The plain columns the queries compare with literals (before the sample is read at all): the Z
+    features' first, then the others (a recurring ``l_shipmode IN ('MAIL', 'SHIP')`` or ``l_quantity < 9``
+    on a column no curve orders) in the order the workload first uses them. A tree cuts where its cuts
+    skip most, so a column the curve leaves out costs the Z columns' cuts only where it pays more."""
+    used: dict[str, None] = {}
+    for query in queries:
+        for conjunct in query.predicate.conjuncts:
+            shape = readable_z_shape(sql(conjunct))
+            if shape is not None and shape.op != "startswith" and ZFeature(shape.expression).is_plain_column:
+                used.setdefault(shape.expression, None)
+    plain = [f.column for f in features.z if f.is_plain_column and f.column in used]
+    return list(dict.fromkeys([*plain, *used]))
 
 
 def _shape(text: str, columns: set[str] | Mapping[str, str]) -> Any:

@@ -36,9 +36,10 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def key_columns(features: FeatureSet) -> list[str]:
-    """The columns the clustering features (Z, SOP, joined features' fact keys) read, lower-cased, in
-    feature order."""
+    """The columns the clustering features (Z, SOP, the cut tree's columns, joined features' fact keys)
+    read, lower-cased, in feature order."""
     texts = [f.expression for f in features.z] + [f.predicate for f in features.sop]
+    texts += list(features.cuts.columns) if features.cuts is not None else []
     found: dict[str, None] = {}
     for text in texts:
         for name in column_names(parse_canonical(text)):

@@ -1,5 +1,6 @@
-"""The greedy cut tree (qd-tree style layout, `clustering.cuts`): the builder over the sample, the tree on
-the feature set, the leaf id in numpy and Spark, files that never mix leaves, and the estimate's candidate."""
+"""The greedy cut tree (qd-tree style layout, `clustering.cut_growth`, `clustering.cuts`): the builder over
+the sample, the tree on the feature set, the leaf id in numpy and Spark, files that never mix leaves, and
+the estimate's candidate."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from optimizer.clustering.by_delta import delta_expressible
-from optimizer.clustering.cuts import Comparison, Scan, build_tree, leaf_ids
+from optimizer.clustering.cut_growth import Comparison, Scan, build_tree
+from optimizer.clustering.cuts import leaf_ids
 from optimizer.clustering.file_cuts import aligned_cuts
 from optimizer.clustering.groups import layout_key
 from optimizer.cut_tree import Cut, CutTree, parse_tree
@@ -104,7 +106,7 @@ def test_the_feature_set_records_the_tree_only_when_set_and_refuses_a_malformed_
         "one of \\('<', '<='\\)": {**record, "cuts": {**node, "op": ">"}},
         "malformed integer literal": {**record, "cuts": {**node, "value": "5"}},
         "single leaf": {**record, "cuts": {}},
-        "plain Z feature columns only": {**record, "z": ["x", "upper(y)"]},
+        "plain columns only": {**record, "cuts": {**node, "column": "upper(y)"}},
         "cannot combine": {**record, "sop": ["c = 1"], "sop_leads": True},
     }
     for message, bad in refused.items():
@@ -136,16 +138,34 @@ def test_files_never_mix_leaves_and_each_leaf_gets_its_share_of_files():
 
 def test_the_estimate_offers_the_tree_only_where_deltaopts_job_runs_and_delta_names_it_not_applied():
     tree = CutTree(Cut("x", "<", "integer", 5), CutTree(), CutTree())
-    names = dict(candidate_layouts(XY, cuts=tree))
+    names = dict(candidate_layouts(XY, cuts=(tree, None)))
     assert names[CUT_TREE] == FeatureSet(z=XY.z, cuts=tree)
     assert CUT_TREE not in dict(candidate_layouts(XY))
-    assert CUT_TREE not in dict(candidate_layouts(XY, hilbert=False, cuts=tree))
+    assert CUT_TREE not in dict(candidate_layouts(XY, hilbert=False, cuts=(tree, tree)))
     analysed = FeatureSet(z=XY.z, sop=(SopFeature("c = 1"),), cuts=tree)  # variants drop its tree
-    layouts = dict(candidate_layouts(analysed, cuts=tree))
+    layouts = dict(candidate_layouts(analysed, cuts=(tree, None)))
     assert layouts["as analysed"] == analysed and CUT_TREE not in layouts  # no second "as analysed"
     assert all(f.cuts is None for name, f in layouts.items() if name != "as analysed")
-    leading = dict(candidate_layouts(FeatureSet(z=XY.z, sop=analysed.sop, sop_leads=True), cuts=tree))
+    leading = dict(candidate_layouts(FeatureSet(z=XY.z, sop=analysed.sop, sop_leads=True), cuts=(tree, None)))
     assert leading[CUT_TREE].cuts == tree and not leading[CUT_TREE].sop_leads
+    fine = CutTree(tree.cut, CutTree(Cut("y", "<", "integer", 3), CutTree(), CutTree(), row_group=True), CutTree())
+    both = dict(candidate_layouts(XY, cuts=(tree, fine)))  # row-group cuts under the file cut: one more candidate
+    assert both[CUT_TREE] == FeatureSet(z=XY.z, cuts=tree)
+    assert both[CUT_TREE + ", row groups"] == FeatureSet(z=XY.z, cuts=fine)
+    grained = FeatureSet(z=XY.z, cuts=fine)
+    assert FeatureSet.from_dict(json.loads(json.dumps(grained.as_dict()))) == grained
+    assert fine.has_row_groups and not tree.has_row_groups and fine.file_level() == tree and fine.leaves == 3
+    assert "row_group" not in json.dumps(tree.as_json())  # file cuts are recorded as before
+    assert layout_key(grained) != layout_key(FeatureSet(z=XY.z, cuts=fine.file_level()))
+    node = fine.as_json()
+    refused = {
+        "a file cut under a row-group cut": {**node, "row_group": True, "below": {**node["below"], "row_group": None}},
+        "malformed cut tree node": {**node, "row_group": False},
+    }
+    refused["a file cut under a row-group cut"]["below"].pop("row_group")
+    for message, bad in refused.items():
+        with pytest.raises(FeatureError, match=message):
+            FeatureSet.from_dict({**grained.as_dict(), "cuts": bad})
     from optimizer.estimate.workload_cuts import workload_cuts
 
     one = FeatureSet(z=(ZFeature("x"),))  # sorted by x: files are ranges of it already

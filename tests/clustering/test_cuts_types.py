@@ -166,6 +166,38 @@ def test_a_partitioned_table_budgets_leaves_per_partition(spark):
 
 
 @pytest.mark.spark
+def test_a_recurring_predicate_on_a_column_no_curve_orders_is_cut_where_it_skips(spark):
+    """Half the scans ask ``mode IN ('b', 'e')`` (2 of 6 values, a third of the rows), a column the curve
+    (x, y) leaves out, the other half ranges of x: the tree cuts both (a child of only other modes is
+    skipped by half the scans), never the partition column `p` every scan also tests (a cut there would skip
+    half the rows for every scan: files never mix partitions anyway)."""
+    from pyspark.sql import functions as F
+
+    from optimizer.estimate.replay import Query
+    from optimizer.estimate.workload_cuts import workload_cuts
+    from optimizer.skipping.pruning import prepare
+    from optimizer.table.key_stats import key_columns
+
+    modes = F.substring(F.lit("abcdef"), (F.col("id") % 6 + 1).cast("int"), 1)
+    sample = spark.range(1200).select(
+        (F.col("id") * 7919 % 1000).alias("x"),
+        (F.col("id") % 97).alias("y"),
+        modes.alias("mode"),
+        (F.col("id") % 2).alias("p"),
+    )
+    texts = [f"x >= {a} AND x < {a + 90} AND p = 1" for a in range(0, 1000, 100)]
+    texts += ["mode IN ('b', 'e') AND p = 1"] * 10
+    queries = [Query(prepare(text), None, 1.0) for text in texts]
+    features = FeatureSet(z=(ZFeature("x"), ZFeature("y")))
+    tree = workload_cuts(sample, features, queries, 16, partition_columns=["P"])
+    assert tree is not None and set(tree.columns) == {"x", "mode"}, tree
+    with_tree = FeatureSet(z=features.z, cuts=tree)  # a valid record: the tree cuts plain columns
+    assert key_columns(with_tree) == ["x", "y", "mode"]  # its columns get min/max
+    curve_only = workload_cuts(sample.drop("mode"), features, queries, 16, partition_columns=["p"])
+    assert curve_only is not None and curve_only.columns == ("x",), curve_only
+
+
+@pytest.mark.spark
 def test_a_collated_string_column_gives_no_cut_points(spark):
     """Under UTF8_LCASE 'B' sorts after 'a', where Python (and binary order) put it before: the builder
     cut such a column and the job's check then refused the tree the estimate had chosen."""
