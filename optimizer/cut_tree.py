@@ -81,6 +81,28 @@ class CutTree:
             return False
         return self.row_group or self.below.has_row_groups or self.above.has_row_groups
 
+    @property
+    def depth(self) -> int:
+        """The most cuts on a path from the root to a leaf."""
+        if self.cut is None or self.below is None or self.above is None:
+            return 0
+        return 1 + max(self.below.depth, self.above.depth)
+
+    @property
+    def well_nested(self) -> bool:
+        """Whether no file cut lies under a row-group cut (files would mix a file cut's leaves)."""
+        if self.cut is None or self.below is None or self.above is None:
+            return True
+        if self.row_group:
+            return not self.below.has_file_cuts and not self.above.has_file_cuts
+        return self.below.well_nested and self.above.well_nested
+
+    @property
+    def has_file_cuts(self) -> bool:
+        if self.cut is None or self.below is None or self.above is None:
+            return False
+        return not self.row_group or self.below.has_file_cuts or self.above.has_file_cuts
+
     def file_level(self) -> CutTree:
         """The tree of the file cuts only: each row-group node a leaf (the leaves files never mix)."""
         if self.cut is None or self.below is None or self.above is None or self.row_group:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Literal, cast
 
-from optimizer.cut_tree import MAX_LEAVES, CutTree, parse_tree
+from optimizer.cut_tree import MAX_DEPTH, MAX_LEAVES, CutTree, parse_tree
 from optimizer.errors import FeatureError
 from querylog.errors import QueryLogError
 from querylog.predicates.classify import column_names
@@ -233,6 +233,10 @@ def _check_cuts(tree: CutTree, features: FeatureSet) -> None:
         raise FeatureError("a cut tree of a single leaf in the feature set: it cuts nothing")
     if tree.leaves > MAX_LEAVES:  # the job would nest a CASE branch per leaf: none deltaopt builds is larger
         raise FeatureError(f"a cut tree of {tree.leaves} leaves in the feature set: at most {MAX_LEAVES}")
+    if tree.depth > MAX_DEPTH:  # as its record would be refused (`parse_tree`)
+        raise FeatureError(f"cut tree deeper than {MAX_DEPTH} levels in the feature set")
+    if not tree.well_nested:  # as in its record: the job would let files mix a file cut's leaves
+        raise FeatureError("malformed cut tree in the feature set: a file cut under a row-group cut")
     alien = [c for c in tree.columns if not _plain_column(c)]
     if alien:
         raise FeatureError(f"the cut tree cuts {alien}: a cut tree cuts plain columns only")

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from optimizer.cut_tree import Cut, CutTree
+from optimizer.cut_tree import MAX_DEPTH, Cut, CutTree
 
 MAX_CANDIDATES = 48  # cuts evaluated per leaf and column, the most used first: a large workload stays cheap
 RANGE_OPS = ("<", "<=", ">", ">=", "=", "in")
@@ -302,11 +302,16 @@ class _Growth:
     heap: list[tuple[float, int, int]] = field(default_factory=list)
     splits: dict[int, _Split] = field(default_factory=dict)
     growers: dict[int, _Grower] = field(default_factory=dict)
+    depth: dict[int, int] = field(default_factory=dict)  # cuts above each node (the root's absent: 0)
     leaves: int = 1
     made: int = 1
 
     def offer(self, grower: _Grower, node: int, rows_at: np.ndarray) -> None:
+        """Hold the leaf's rows and queue its best split (none past `MAX_DEPTH` cuts: a record that deep is
+        refused, review 61b: weights growing geometrically grew a 106-level tree)."""
         self.open[node], self.growers[node] = rows_at, grower
+        if self.depth.get(node, 0) >= MAX_DEPTH:
+            return
         split = grower.best(rows_at)
         if split is not None:
             self.splits[node] = split
@@ -318,6 +323,7 @@ class _Growth:
             split = self.splits.pop(node)
             del self.open[node]
             self.nodes[node] = (split.candidate.cut, self.made, self.made + 1, row_group)
+            self.depth[self.made] = self.depth[self.made + 1] = self.depth.get(node, 0) + 1
             grower = self.growers.pop(node)
             self.offer(grower, self.made, split.below)
             self.offer(grower, self.made + 1, split.above)

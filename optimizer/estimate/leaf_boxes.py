@@ -62,18 +62,21 @@ class LeafBoxes:
         return [F.min(leaf).alias(LEAF_RANGE[0]), F.max(leaf).alias(LEAF_RANGE[1])]
 
     def bounded(self, groups: Sequence[Decoded]) -> list[Decoded]:
-        """`groups` with each box column's min/max those of the leaves the group holds."""
+        """`groups` with each box column's min/max those of the leaves the group holds, and its NULL count
+        unknown where one of them may hold NULLs (they go above every cut: a leaf never sent below on the
+        column), none where no leaf may (review 61b: a group whose sampled rows were all NULL was priced
+        as skipped by every comparison, one with no sampled NULL by IS NULL)."""
         boxes = leaf_boxes(self.tree)
-        result = [(values, (count, dict(mins), dict(maxs), nulls)) for values, (count, mins, maxs, nulls) in groups]
+        result = [
+            (values, (count, dict(mins), dict(maxs), dict(nulls))) for values, (count, mins, maxs, nulls) in groups
+        ]
         for lower, name in self.columns.items():
             present = [(g[1][1][name], g[1][2][name]) for g in result if name in g[1][1] and name in g[1][2]]
             if not present:
                 continue
             lowest = min((low for low, _ in present), key=_order)
             highest = max((high for _, high in present), key=_order)
-            for values, (_, mins, maxs, _) in result:
-                if name not in mins or name not in maxs:
-                    continue
+            for values, (_, mins, maxs, nulls) in result:
                 held = [
                     boxes[i].get(lower, (None, None)) for i in range(values[LEAF_RANGE[0]], values[LEAF_RANGE[1]] + 1)
                 ]
@@ -81,6 +84,10 @@ class LeafBoxes:
                 high = None if any(b[1] is None for b in held) else max((b[1] for b in held), key=_order)
                 mins[name] = lowest if low is None else _like(low, lowest)
                 maxs[name] = highest if high is None else _like(high, highest)
+                if any(b[1] is None for b in held):
+                    nulls.pop(name, None)
+                else:
+                    nulls[name] = 0
         return result
 
 

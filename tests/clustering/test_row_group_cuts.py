@@ -24,6 +24,55 @@ def test_a_leafs_box_is_what_its_cuts_allow_and_open_where_none_bounds():
     ]
 
 
+def test_a_group_that_may_hold_nulls_has_no_null_count_and_bounds_even_when_its_sample_was_all_null():
+    """Review 61b: NULLs go above every cut, so a group of the leaf above ``x < 5`` may hold NULLs and any x
+    from 5 up, whatever its ~200 sampled rows showed (all NULL, or none NULL); the group below holds none."""
+    from optimizer.cut_tree import Cut, CutTree
+    from optimizer.estimate.leaf_boxes import LeafBoxes
+    from optimizer.skipping.filestats import file_stats
+    from optimizer.skipping.pruning import might_match, prepare
+    from optimizer.table.access import DataFile
+
+    boxes = LeafBoxes(CutTree(Cut("x", "<", "integer", 5), CutTree(), CutTree(), row_group=True), {"x": "x"}, "leaf")
+
+    def group(n: int, leaf: int, stats: tuple) -> tuple:
+        return {"__file": 0, "__group": n, "__leaf_low": leaf, "__leaf_high": leaf}, (200, *stats)
+
+    groups = [
+        group(0, 0, ({"x": 1}, {"x": 4}, {"x": 0})),
+        group(1, 1, ({}, {}, {"x": 200})),  # every sampled row NULL
+        group(2, 1, ({"x": 6}, {"x": 50}, {"x": 0})),  # no sampled row NULL
+    ]
+    stats = [
+        file_stats(DataFile(f"f#{n}", 0, count, 0, {}, mins, maxs, nulls), {"x": "bigint"}, None)
+        for n, (_, (count, mins, maxs, nulls)) in enumerate(boxes.bounded(groups))
+    ]
+    assert [might_match(prepare("x >= 10"), s) for s in stats] == [False, True, True]
+    assert [might_match(prepare("x IS NULL"), s) for s in stats] == [False, True, True]
+    assert [might_match(prepare("x < 3"), s) for s in stats] == [True, False, False]
+
+
+def test_the_builder_stops_at_the_depth_a_record_may_have_and_refuses_a_file_cut_under_a_row_group_cut():
+    """Review 61b: weights growing geometrically grew a 106-level tree its own record refused; and a tree
+    made in process with a file cut under a row-group cut was accepted, then refused when read back."""
+    import json
+
+    from optimizer.clustering.cut_growth import Comparison, Scan, build_tree
+    from optimizer.cut_tree import MAX_DEPTH, Cut, CutTree, parse_tree
+    from optimizer.errors import FeatureError
+
+    rows = 20_000
+    scans = [Scan(3.0**i, (Comparison("x", ">=", "integer", (rows - 100 * (i + 1),)),)) for i in range(190)]
+    tree = build_tree({"x": list(range(rows))}, scans, max_leaves=16, min_leaf_rows=rows // 32, row_groups=(256, 20))
+    assert tree.depth == MAX_DEPTH and parse_tree(json.loads(json.dumps(tree.as_json()))) == tree
+    leaf = CutTree()
+    nested = CutTree(
+        Cut("x", "<", "integer", 5), CutTree(Cut("x", "<", "integer", 2), leaf, leaf), leaf, row_group=True
+    )
+    with pytest.raises(FeatureError, match="a file cut under a row-group cut"):
+        FeatureSet(z=(ZFeature("x"), ZFeature("y")), cuts=nested)
+
+
 def _workload() -> list:
     """Narrow x ranges, and a recurring ``mode IN ('b', 'e')`` (a third of the rows) on a column the curve
     (x, y) leaves out."""
