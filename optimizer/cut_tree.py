@@ -130,9 +130,9 @@ def _written(kind: str, value: Any) -> Any:
     return value
 
 
-def parse_tree(value: object, depth: int = 0, within_files: bool = False) -> CutTree:
+def parse_tree(value: object, depth: int = 0) -> CutTree:
     """A recorded tree (`CutTree.as_json`); anything else is refused in one line naming what is wrong
-    (`within_files`: under a row-group node, where a file cut cannot be)."""
+    (a file cut under a row-group cut is refused where the feature set is made, as one made in process)."""
     if not isinstance(value, Mapping):
         raise FeatureError(f"malformed cut tree in the feature set: a node must be an object, not {value!r}")
     if not value:
@@ -145,8 +145,6 @@ def parse_tree(value: object, depth: int = 0, within_files: bool = False) -> Cut
             f"malformed cut tree node {sorted(value)} in the feature set: expected {sorted(keys)} (and row_group: true)"
         )
     row_group = "row_group" in value
-    if within_files and not row_group:
-        raise FeatureError("malformed cut tree in the feature set: a file cut under a row-group cut")
     column, op, kind = value["column"], value["op"], value["type"]
     if not isinstance(column, str) or not column or op not in OPS or kind not in TYPES:
         raise FeatureError(
@@ -154,7 +152,7 @@ def parse_tree(value: object, depth: int = 0, within_files: bool = False) -> Cut
             f"one of {TYPES}"
         )
     cut = Cut(column, op, kind, _read(kind, value["value"]))
-    below, above = (parse_tree(value[side], depth + 1, row_group) for side in ("below", "above"))
+    below, above = (parse_tree(value[side], depth + 1) for side in ("below", "above"))
     return CutTree(cut, below, above, row_group)
 
 

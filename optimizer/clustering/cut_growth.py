@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -204,7 +204,7 @@ class _Split:
 class _Grower:
     ranked: Mapping[str, _Ranked]
     workload: _Workload
-    candidates: Sequence[_Candidate]
+    candidates: Mapping[str, Sequence[_Candidate]]  # by column, each column's most used first (`_by_column`)
     min_leaf_rows: int
     max_candidates: int
 
@@ -218,7 +218,7 @@ class _Grower:
         count = len(rows)
         here = self.workload.skipped(low.min(axis=1), high.max(axis=1)) * count
         best: tuple[float, _Candidate] | None = None
-        for column, candidates in self._by_column().items():
+        for column, candidates in self.candidates.items():
             key = self.ranked[column].low[rows]
             order = np.argsort(key, kind="stable")
             keys = key[order]
@@ -243,12 +243,13 @@ class _Grower:
         mask = self.ranked[best[1].cut.column].low[rows] < best[1].threshold
         return _Split(best[0], best[1], rows[mask], rows[~mask])
 
-    def _by_column(self) -> dict[str, list[_Candidate]]:
-        """The candidates by column, each column's in the workload's order (most used first)."""
-        found: dict[str, list[_Candidate]] = {}
-        for candidate in self.candidates:
-            found.setdefault(candidate.cut.column, []).append(candidate)
-        return found
+
+def _by_column(candidates: Sequence[_Candidate]) -> dict[str, list[_Candidate]]:
+    """The candidates by column, each column's in the workload's order (most used first)."""
+    found: dict[str, list[_Candidate]] = {}
+    for candidate in candidates:
+        found.setdefault(candidate.cut.column, []).append(candidate)
+    return found
 
 
 def _running(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -277,42 +278,42 @@ def build_tree(
     rows = len(next(iter(columns.values()), ()))
     ranked = {name: _Ranked.of(values) for name, values in columns.items()}
     workload = _workload(scans, ranked)
-    candidates = _candidates(scans, ranked)
-    grower = _Grower(ranked, workload, candidates, max(min_leaf_rows, 1), max_candidates)
-    if rows == 0 or max_leaves < 2 or not grower.candidates:
+    candidates = _by_column(_candidates(scans, ranked))
+    if rows == 0 or max_leaves < 2 or not candidates:
         return CutTree()
-    growth = _Growth()
-    growth.offer(grower, 0, np.arange(rows))
+    growth = _Growth(_Grower(ranked, workload, candidates, max(min_leaf_rows, 1), max_candidates))
+    growth.offer(0, np.arange(rows))
     growth.grow(max_leaves, row_group=False)
     if row_groups is not None and row_groups[0] > growth.leaves:
-        finer = _Grower(ranked, workload, candidates, max(row_groups[1], 1), max_candidates)
+        growth.grower = replace(growth.grower, min_leaf_rows=max(row_groups[1], 1))
         for node, rows_at in sorted(growth.open.items()):  # every leaf, its best cut at the finer size
-            growth.offer(finer, node, rows_at)
+            growth.offer(node, rows_at)
         growth.grow(row_groups[0], row_group=True)
     return _assembled(growth.nodes, 0)
 
 
 @dataclass
 class _Growth:
-    """A tree growing best first: the split leaves' cuts (`nodes`: leaf -> cut, below, above, whether a
-    row-group cut), the leaves' rows (`open`), and each leaf's best split waiting on a heap."""
+    """A tree growing best first with the phase's `grower`: the split leaves' cuts (`nodes`: leaf -> cut,
+    below, above, whether a row-group cut), the leaves' rows (`open`), and each leaf's best split waiting
+    on a heap."""
 
+    grower: _Grower
     nodes: dict[int, tuple[Cut, int, int, bool]] = field(default_factory=dict)
     open: dict[int, np.ndarray] = field(default_factory=dict)
     heap: list[tuple[float, int, int]] = field(default_factory=list)
     splits: dict[int, _Split] = field(default_factory=dict)
-    growers: dict[int, _Grower] = field(default_factory=dict)
     depth: dict[int, int] = field(default_factory=dict)  # cuts above each node (the root's absent: 0)
     leaves: int = 1
     made: int = 1
 
-    def offer(self, grower: _Grower, node: int, rows_at: np.ndarray) -> None:
+    def offer(self, node: int, rows_at: np.ndarray) -> None:
         """Hold the leaf's rows and queue its best split (none past `MAX_DEPTH` cuts: a record that deep is
         refused, review 61b: weights growing geometrically grew a 106-level tree)."""
-        self.open[node], self.growers[node] = rows_at, grower
+        self.open[node] = rows_at
         if self.depth.get(node, 0) >= MAX_DEPTH:
             return
-        split = grower.best(rows_at)
+        split = self.grower.best(rows_at)
         if split is not None:
             self.splits[node] = split
             heapq.heappush(self.heap, (-split.gain, split.candidate.tie, node))
@@ -324,9 +325,8 @@ class _Growth:
             del self.open[node]
             self.nodes[node] = (split.candidate.cut, self.made, self.made + 1, row_group)
             self.depth[self.made] = self.depth[self.made + 1] = self.depth.get(node, 0) + 1
-            grower = self.growers.pop(node)
-            self.offer(grower, self.made, split.below)
-            self.offer(grower, self.made + 1, split.above)
+            self.offer(self.made, split.below)
+            self.offer(self.made + 1, split.above)
             self.made += 2
             self.leaves += 1
         self.heap.clear()  # the next phase offers every open leaf again at its own size

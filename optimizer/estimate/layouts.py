@@ -138,20 +138,23 @@ def evaluate_layouts(
 def _workload_trees(
     sample: DataFrame, features: FeatureSet, replay: WorkloadReplay, snapshot: Snapshot, files: Sequence[DataFile]
 ) -> tuple[CutTree | None, CutTree | None]:
-    """The workload's cut trees (`workload_cuts`) with leaves as files, and with leaves as row groups
-    where the job's files hold more than one (readers skip row groups by their footers)."""
+    """The workload's cut tree (`workload_cuts`) of file cuts alone, and grown on with row-group cuts
+    where the job's files hold more than one (readers skip row groups by their footers): built once, the
+    first is the second's `file_level` (the growth makes the file cuts first)."""
     partitions = len({tuple(sorted(f.partition_values.items())) for f in files}) or 1
-    build = functools.partial(
-        workload_cuts,
+    tree = workload_cuts(
         sample,
         features,
         replay.queries,
         replay.target_files,
         partitions=partitions,
         partition_columns=snapshot.partition_columns,
+        row_groups=replay.row_groups,
     )
-    finer = build(row_groups=replay.row_groups) if replay.row_groups > 1 else None
-    return build(), finer if finer is not None and finer.has_row_groups else None
+    if tree is None or not tree.has_row_groups:
+        return tree, None
+    files_only = tree.file_level()
+    return (None if files_only.is_leaf else files_only), tree
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ The curve's own columns keep the sample's bounds, as every layout's do (`virtual
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -42,12 +42,12 @@ class LeafBoxes:
     leaf: str
 
     @classmethod
-    def of(cls, features: FeatureSet, stored: StructType, prefix: str) -> LeafBoxes | None:
-        """For a tree with row-group cuts whose columns include some the curve does not order; else None."""
+    def of(cls, features: FeatureSet, stored: StructType, prefix: str, curve: Collection[str]) -> LeafBoxes | None:
+        """For a tree with row-group cuts whose columns include some the `curve` (lower case) does not
+        order; else None."""
         tree = features.cuts
         if tree is None or not tree.has_row_groups:
             return None
-        curve = {f.expression.strip().strip("`").lower() for f in features.z}
         names = {n.lower(): n for n in stored.names}
         columns = {c.lower(): names[c.lower()] for c in tree.columns if c.lower() in names and c.lower() not in curve}
         return cls(tree, columns, f"{prefix}leaf_at") if columns else None

@@ -108,7 +108,7 @@ def virtual_files(
     in_groups = [*columns, *_past_delta(stored, columns, ordered & set(row_groups[1]))] if cut else columns
     aggregates = file_stat_aggregates(in_groups, spec.aggregates())
     bounded = [replace(c, minmax=c.minmax and _footer_bounded(c) and c.name.lower() in ordered) for c in in_groups]
-    boxes = LeafBoxes.of(features, stored, prefix) if cut else None  # a row-group tree's other columns
+    boxes = LeafBoxes.of(features, stored, prefix, _curve_columns(features)) if cut else None  # a tree's others
     if measure is None:  # statistics per file index: no shuffle into as many partitions as files
         per_file, groups = _aggregated(layout.frame, (file_index, cut), aggregates, bounded, boxes)
         measured = None
@@ -163,10 +163,15 @@ def _ordered_columns(features: FeatureSet, stored: StructType) -> set[str]:
     narrow (a filter matching 0.1% of rows misses 200 of them 82% of the time), so bounds on other
     columns would credit skipping the real groups never allow."""
     names = {n.lower() for n in stored.names}
-    ordered = {f.expression.strip().strip("`").lower() for f in features.z}
+    ordered = _curve_columns(features)
     if features.cuts is not None and features.cuts.has_row_groups:
         ordered |= {c.lower() for c in features.cuts.columns}
     return ordered & names
+
+
+def _curve_columns(features: FeatureSet) -> set[str]:
+    """The Z features' columns (lower case) where they are plain columns (an expression names none)."""
+    return {f.expression.strip().strip("`").lower() for f in features.z}
 
 
 def _footer_bounded(column: StatsColumn) -> bool:
@@ -237,7 +242,8 @@ def _row_groups(
     leaves' boxes: `LeafBoxes`) and null counts."""
     types = {c.name: c.type_name for c in columns}
     found: dict[str, list[FileStats]] = {}
-    decoded = [(row.asDict(), decode_stats(delta_stats_json(row.asDict(), columns), columns)) for row in rows]
+    aggregated = [row.asDict() for row in rows]
+    decoded = [(values, decode_stats(delta_stats_json(values, columns), columns)) for values in aggregated]
     if boxes is not None:
         decoded = boxes.bounded(decoded)
     for values, (count, mins, maxs, nulls) in sorted(decoded, key=lambda d: (d[0]["__file"], d[0]["__group"])):
