@@ -277,10 +277,8 @@ def _priced(spark, path, monkeypatch):
     (the others are left out of the pricing: the test's time goes to the two compared)."""
     from pyspark.sql import functions as F
 
-    from optimizer.config import Thresholds
-    from optimizer.estimate.layouts import workload_replay
     from optimizer.table import open_table
-    from tests.estimate.workloads import NOW, price_only, priced_layouts
+    from tests.estimate.workloads import price_only, priced_layouts, replayed
 
     frame = spark.range(4000).select(
         "id", (F.col("id") * 7919 % 1000).alias("x"), (F.col("id") * 104_729 % 997).alias("y")
@@ -289,10 +287,7 @@ def _priced(spark, path, monkeypatch):
     snapshot = table.create(spark, frame.withColumn("pad", F.sha2(F.col("id").cast("string"), 256)).repartition(2))
     sample = table.read_files(spark, snapshot.files, snapshot).cache()
     records = _misaligned_workload()
-    thresholds = Thresholds(
-        min_new_bytes=1, target_file_size=sum(f.size for f in snapshot.files) // 8, estimate_compression=False
-    )
-    replay = workload_replay(table, snapshot, snapshot.files, records=records, thresholds=thresholds, now=NOW)
+    thresholds, replay = replayed(table, snapshot, records, 8)
     price_only(monkeypatch, "as analysed", CUT_TREE)
     return table, sample, records, thresholds, priced_layouts(table, snapshot, sample, replay, XY, thresholds)
 

@@ -231,12 +231,10 @@ def test_workload_bits_read_fewer_bytes_than_round_robin_in_the_estimate_and_for
     from pyspark.sql import functions as F
 
     from optimizer.clustering import optimize
-    from optimizer.config import Thresholds
-    from optimizer.estimate.layouts import workload_replay
     from optimizer.estimate.workload_bits import workload_precision
     from optimizer.table import open_table
     from optimizer.table.fingerprint import fingerprint
-    from tests.estimate.workloads import NOW, price_only, priced_layouts
+    from tests.estimate.workloads import price_only, priced_layouts, replayed
 
     frame = spark.range(20_000).select(
         "id", (F.col("id") * 7919 % 1000).alias("x"), (F.col("id") * 104_729 % 997).alias("y")
@@ -247,9 +245,7 @@ def test_workload_bits_read_fewer_bytes_than_round_robin_in_the_estimate_and_for
     table, snapshot = tables["round_robin"], snapshots["round_robin"]
     sample = table.read_files(spark, snapshot.files, snapshot).cache()
     records = _skewed_workload()
-    size = sum(f.size for f in snapshot.files)
-    thresholds = Thresholds(min_new_bytes=1, target_file_size=size // 32, estimate_compression=False)
-    replay = workload_replay(table, snapshot, snapshot.files, records=records, thresholds=thresholds, now=NOW)
+    thresholds, replay = replayed(table, snapshot, records, 32)
     features = FeatureSet(z=(ZFeature("x"), ZFeature("y")))
     bits = workload_precision(sample, features, replay.queries, replay.target_files)
     assert bits[:3] == (0, 0, 0), bits  # x's narrow, frequent filters lead the key
@@ -264,7 +260,7 @@ def test_workload_bits_read_fewer_bytes_than_round_robin_in_the_estimate_and_for
     layouts = {"round_robin": features, "workload_bits": priced[WORKLOAD_BITS].features}
     real = {}
     for name, table in tables.items():
-        result = optimize(spark, table, layouts[name], size // 32)
+        result = optimize(spark, table, layouts[name], thresholds.target_file_size)
         after = table.snapshot()
         assert fingerprint(table.read_files(spark, after.files, after)) == before, name  # count + both hashes
         commit = next(c for c in table.history(0) if c.deltaopt.get("runId") == result.run_id)

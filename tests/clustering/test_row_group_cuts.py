@@ -94,15 +94,13 @@ def test_row_group_cuts_make_files_of_consecutive_leaves_whose_row_groups_reader
 
     from optimizer.clustering import optimize
     from optimizer.clustering.cuts import leaf_column
-    from optimizer.config import Thresholds
-    from optimizer.estimate.layouts import workload_replay
     from optimizer.estimate.workload_cuts import workload_cuts
     from optimizer.spark_expr import expression_column
     from optimizer.table import open_table
     from optimizer.table.fingerprint import fingerprint
     from optimizer.table.output import OutputSettings
     from tests.clustering.test_precision import _mean_bytes_read
-    from tests.estimate.workloads import NOW
+    from tests.estimate.workloads import replayed
 
     modes = F.substring(F.lit("abcdef"), (F.col("id") % 6 + 1).cast("int"), 1)
     frame = spark.range(6000).select(
@@ -115,9 +113,7 @@ def test_row_group_cuts_make_files_of_consecutive_leaves_whose_row_groups_reader
     snapshot = table.create(spark, frame.repartition(2))
     sample = table.read_files(spark, snapshot.files, snapshot).cache()
     records = _workload()
-    total = sum(f.size for f in snapshot.files)
-    thresholds = Thresholds(min_new_bytes=1, target_file_size=total // 2, estimate_compression=False)
-    replay = workload_replay(table, snapshot, snapshot.files, records=records, thresholds=thresholds, now=NOW)
+    thresholds, replay = replayed(table, snapshot, records, 2)
     features = FeatureSet(z=(ZFeature("x"), ZFeature("y")))
     coarse = workload_cuts(sample, features, replay.queries, 2)
     fine = workload_cuts(sample, features, replay.queries, 2, row_groups=16)
@@ -168,7 +164,6 @@ def test_a_row_group_trees_other_columns_are_priced_by_its_leaves_boxes_not_the_
     from pyspark.sql import functions as F
 
     from optimizer.clustering import optimize
-    from optimizer.config import Thresholds
     from optimizer.estimate import replay as replay_module
     from optimizer.estimate.layouts import workload_replay
     from optimizer.estimate.replay import query_bytes
@@ -176,7 +171,7 @@ def test_a_row_group_trees_other_columns_are_priced_by_its_leaves_boxes_not_the_
     from optimizer.table.output import OutputSettings
     from querylog.predicates.normalize import sql
     from querylog.records import ScanRecord
-    from tests.estimate.workloads import NOW, price_only, priced_layouts
+    from tests.estimate.workloads import NOW, price_only, priced_layouts, replayed
 
     rare = F.pmod(F.xxhash64("id"), F.lit(500)) == 7
     frame = spark.range(60_000).select(
@@ -189,12 +184,10 @@ def test_a_row_group_trees_other_columns_are_priced_by_its_leaves_boxes_not_the_
     snapshot = table.create(spark, frame.repartition(4))
     sample = table.read_files(spark, snapshot.files, snapshot).sample(fraction=0.1, seed=3).cache()
     total = sum(f.size for f in snapshot.files)
-    thresholds = Thresholds(min_new_bytes=1, target_file_size=total // 4, estimate_compression=False)
-    thresholds = thresholds.model_copy(update={"row_group_size": total // 32})
     filters = [(f"x >= {a}", f"x < {a + 60}") for a in range(0, 1000, 125)] + [("q < 100",)] * 3
     filters += [("q = 5000",)] * 24
     records = [ScanRecord(f"q{i}", NOW, "t", f, ("pad",), "test") for i, f in enumerate(filters)]
-    replay = workload_replay(table, snapshot, snapshot.files, records=records, thresholds=thresholds, now=NOW)
+    thresholds, replay = replayed(table, snapshot, records, 4, row_group_size=total // 32)
     price_only(monkeypatch, "cut tree, row groups")
     estimated: dict[str, float] = {}
     inner = replay_module._mean_bytes

@@ -58,3 +58,14 @@ def priced_layouts(table, snapshot, sample, replay, features, thresholds) -> dic
         cost_model=UNIT_COSTS,
     )
     return {e.name: e for e in estimates}
+
+
+def replayed(table: Any, snapshot: Any, records: list, files: int, **settings: Any) -> tuple[Any, Any]:
+    """(thresholds, replay) of `records` over every file of `snapshot`, for a job writing `files` files of
+    its bytes, compression not estimated (`settings`: other thresholds)."""
+    from optimizer.config import Thresholds
+    from optimizer.estimate.layouts import workload_replay
+
+    size = sum(f.size for f in snapshot.files)
+    thresholds = Thresholds(min_new_bytes=1, target_file_size=size // files, estimate_compression=False, **settings)
+    return thresholds, workload_replay(table, snapshot, snapshot.files, records=records, thresholds=thresholds, now=NOW)
