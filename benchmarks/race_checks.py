@@ -10,6 +10,7 @@ values), row ids and row commit versions where row tracking is on, and the histo
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -382,3 +383,18 @@ def claimed_by_run(table: Any, commit: Commit) -> list[str]:
     }
     run = commit.deltaopt.get("runId")
     return sorted(p for p, stats in load_index(table, latest).items() if stats.run_id == run and p not in added)
+
+
+class Bases:
+    """Base tables under `root`, each created the first time a case asks for it."""
+
+    def __init__(self, spark: SparkSession, root: Path) -> None:
+        self.spark, self.root, self.made = spark, root, set[str]()
+
+    def copy(self, shape: str, to: Path) -> str:
+        base = self.root / shape
+        if shape not in self.made:
+            create(self.spark, SHAPES[shape], str(base))
+            self.made.add(shape)
+        shutil.copytree(base, to)
+        return str(to)

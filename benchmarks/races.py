@@ -1,11 +1,15 @@
 """Concurrent Delta operations landed in the middle of a deltaopt layout rewrite, on every commit path.
 
     python -m benchmarks races [--full] [--ops DELETE,MERGE] [--paths delta-rs] [--control] [--report NAME]
+                               [--layout combined|tree] [--before]
 
 Each case copies a small base table made by delta-spark (600 rows: id, k, ts, ts_ntz, s, day, pt; row
 tracking, partitioned by a date or by a timestamp, or liquid-clustered) twice. On one copy the concurrent
 operation runs alone: the truth. On the other a real deltaopt OPTIMIZE (`optimizer.clustering.job.optimize`,
-a combined SOP + Z-order layout) runs and the operation lands, once, at the path's injection point:
+a combined SOP + Z-order layout, or with `--layout tree` the cut tree `TREE`, file and row-group cuts as
+the service chooses for range workloads) runs and the operation lands, once, at the path's injection point
+(`--before` adds DELETE, UPDATE and MERGE committed before the rewrite opens the table, on every base table
+of both rewriting paths: deletion vectors, row ids and partition values the rewrite must carry over):
 
 * **delta-spark** (Delta's transaction through py4j) and **delta-rs** (`spark.commit: delta-rs`): right
   before the rewrite's first commit attempt, through the committer's ``before_commit`` (the job takes no
@@ -30,6 +34,7 @@ checks are sound and the operations deterministic).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import shutil
 import tempfile
 import time
@@ -44,6 +49,7 @@ from unittest import mock
 from benchmarks import race_checks as rc
 from benchmarks.common import table, write_report
 from optimizer import errors
+from optimizer.cut_tree import Cut, CutTree
 from optimizer.features import FeatureSet, SopFeature, ZFeature
 from optimizer.table import open_table
 from optimizer.table.delta_engine import java_message
@@ -53,6 +59,18 @@ PATHS = ("delta-spark", "delta-rs", "delta-sql")
 FEATURES = FeatureSet(
     z=(ZFeature("k"), ZFeature("ts")), sop=(SopFeature("s LIKE '%7%'"),), sop_weights={"s LIKE '%7%'": 1.0}
 )
+# a cut tree (`optimizer.cut_tree`) as the service chooses for range workloads: files cut on k, rows within
+# them on the timestamp (10:30 UTC on 2024-03-10, half an hour after Los Angeles skipped an hour) and on a string
+SWITCHED = dt.datetime(2024, 3, 10, 10, 30, tzinfo=dt.UTC)
+TREE = FeatureSet(
+    z=(ZFeature("k"), ZFeature("ts")),
+    cuts=CutTree(
+        Cut("k", "<", "integer", 5),
+        CutTree(Cut("ts", "<", "timestamp", SWITCHED), CutTree(), CutTree(), True),
+        CutTree(Cut("s", "<=", "string", "s500"), CutTree(), CutTree(), True),
+    ),
+)
+LAYOUTS = {"combined": FEATURES, "tree": TREE}
 TARGET_FILE_SIZE = 10_000  # the 600 rows (about 27 kB in 6 files) become about three files
 # (operation -> base table) per path: row tracking wherever the path can rewrite it, partitions by a
 # date and by a timestamp for some; CLUSTER BY needs an unpartitioned table
@@ -83,6 +101,8 @@ NOT_RACED = {
     "operation": "(every)",
     "path": "delta-sql, inside Delta's OPTIMIZE",
     "table": "liquid_rt",
+    "layout": "Delta's",
+    "lands": "mid-rewrite",
     "tz": "",
     "outcome": "not raced: no injection point",
     "detail": "Delta's OPTIMIZE writes and commits within one statement",
@@ -95,6 +115,8 @@ class Case:
     operation: str
     path: str
     shape: str
+    layout: str = "combined"  # a key of LAYOUTS
+    lands: str = "mid-rewrite"  # or "before": committed before the rewrite opens the table (nothing to race)
 
     @property
     def tz(self) -> str:
@@ -103,35 +125,37 @@ class Case:
 
     @property
     def name(self) -> str:
-        return f"{self.operation} / {self.path} / {self.shape}"
+        return f"{self.operation} / {self.path} / {self.shape} / {self.layout} / {self.lands}"
 
 
-def cases(full: bool, operations: list[str] | None = None, paths: list[str] | None = None) -> list[Case]:
-    """The battery: one case per (operation, path), or with `full` every base table that suits both."""
+def cases(
+    full: bool, operations: list[str] | None = None, paths: list[str] | None = None, layout: str = "combined"
+) -> list[Case]:
+    """The battery: one case per (operation, path), or with `full` every base table that suits both. With
+    the tree layout, Delta's own OPTIMIZE (delta-sql) is left out: it lays out by its keys, not deltaopt's."""
     chosen = []
     for path in paths or PATHS:
+        if path == "delta-sql" and layout != "combined":
+            continue
         for operation in operations or list(rc.OPERATIONS):
             shapes = FULL_SHAPES[path] if full else (DEFAULT[path][operation],)
             for shape in shapes:
                 if operation == "CLUSTER BY" and rc.SHAPES[shape].partition_by:
                     continue  # Delta refuses clustering keys on a partitioned table
-                chosen.append(Case(operation, path, shape))
+                chosen.append(Case(operation, path, shape, layout))
     return chosen
 
 
-class Bases:
-    """Base tables under `root`, each created the first time a case asks for it."""
-
-    def __init__(self, spark: Any, root: Path) -> None:
-        self.spark, self.root, self.made = spark, root, set[str]()
-
-    def copy(self, shape: str, to: Path) -> str:
-        base = self.root / shape
-        if shape not in self.made:
-            rc.create(self.spark, rc.SHAPES[shape], str(base))
-            self.made.add(shape)
-        shutil.copytree(base, to)
-        return str(to)
+def committed_first(layout: str) -> list[Case]:
+    """Row-level operations committed before the rewrite opens the table, on every table shape the path
+    rewrites: the rewrite must commit over deletion vectors, row ids, partitions by a date and a timestamp,
+    and leave the rows, their ids and their rendered timestamps as the operation left them."""
+    return [
+        Case(operation, path, shape, layout, "before")
+        for path in ("delta-spark", "delta-rs")
+        for shape in FULL_SHAPES[path]
+        for operation in ("DELETE", "UPDATE", "MERGE")
+    ]
 
 
 @dataclass
@@ -240,20 +264,24 @@ class Attempt:
 
 
 def race(spark: Any, case: Case, race_path: str) -> Attempt:
-    """deltaopt's OPTIMIZE of `race_path` on `case.path` with the operation landing mid-run."""
+    """deltaopt's OPTIMIZE of `race_path` on `case.path` with the operation landing mid-run (or, for
+    `lands="before"`, committed before the run opens the table)."""
     from optimizer.clustering.job import optimize
 
     attempt = Attempt(f"race-{uuid.uuid4().hex[:12]}", Landing(spark, case.operation, race_path))
     commit = "delta-rs" if case.path == "delta-rs" else "auto"
+    if case.lands == "before":
+        attempt.landing()
     with conf(spark, COMMIT_CONF, commit), injected(case.path, attempt.landing):
         try:
-            attempt.result = optimize(spark, open_table(race_path), FEATURES, TARGET_FILE_SIZE, run_id=attempt.run_id)
+            table = open_table(race_path)
+            attempt.result = optimize(spark, table, LAYOUTS[case.layout], TARGET_FILE_SIZE, run_id=attempt.run_id)
         except Exception as err:  # classified: a deltaopt error or a raw one
             attempt.error = err
     return attempt
 
 
-def run_case(spark: Any, bases: Bases, case: Case, work: Path, control: bool = False) -> dict[str, Any]:
+def run_case(spark: Any, bases: rc.Bases, case: Case, work: Path, control: bool = False) -> dict[str, Any]:
     """One case: the truth, the race, the checks; a row of the report."""
     started = time.perf_counter()
     label = f"{len(list(work.iterdir())):03d}"
@@ -282,6 +310,8 @@ def _row(case: Case, outcome: str, started: float, detail: str = "") -> dict[str
         "operation": case.operation,
         "path": case.path,
         "table": case.shape,
+        "layout": case.layout,
+        "lands": case.lands,
         "tz": case.tz,
         "outcome": outcome,
         "detail": detail,
@@ -390,12 +420,17 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--ops", default="", help="comma-separated operations (default: all)")
     parser.add_argument("--paths", default="", help=f"comma-separated commit paths of {', '.join(PATHS)}")
     parser.add_argument("--control", action="store_true", help="no rewrite: the operation on both copies")
+    parser.add_argument("--layout", default="combined", choices=sorted(LAYOUTS), help="what the rewrite lays out")
+    parser.add_argument(
+        "--before", action="store_true", help="also DELETE/UPDATE/MERGE committed before the rewrite, every table"
+    )
     parser.add_argument("--report", default="races")
     args = parser.parse_args(argv)
     from optimizer.config import SparkSettings
     from optimizer.runtime import build_session
 
-    chosen = cases(args.full, _names(args.ops), _names(args.paths))
+    chosen = cases(args.full, _names(args.ops), _names(args.paths), args.layout)
+    chosen += committed_first(args.layout) if args.before else []
     spark = build_session(SparkSettings(master="local[2]", shuffle_partitions=2, app_name="deltaopt-races"))
     rows = run_all(spark, chosen, control=args.control)
     command = "python -m benchmarks races " + " ".join(argv)
@@ -419,7 +454,7 @@ def run_all(spark: Any, chosen: list[Case], control: bool = False) -> list[dict[
     rc.prepare_sources(spark)
     work = Path(tempfile.mkdtemp(prefix="deltaopt-races-"))
     try:
-        bases, runs = Bases(spark, work / "bases"), work / "runs"
+        bases, runs = rc.Bases(spark, work / "bases"), work / "runs"
         runs.mkdir()
         rows = []
         for case in chosen:

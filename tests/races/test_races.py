@@ -20,18 +20,49 @@ def battery(spark, tmp_path_factory):
     rc.prepare_sources(spark)
     root = tmp_path_factory.mktemp("races")
     (root / "runs").mkdir()
-    return races.Bases(spark, root / "bases"), root / "runs"
+    return rc.Bases(spark, root / "bases"), root / "runs"
 
 
-@pytest.mark.parametrize(
-    "case", races.cases(full=False), ids=lambda c: f"{c.operation}-{c.path}".replace(" + ", "+").replace(" ", "_")
-)
+def _id(case: races.Case) -> str:
+    extra = "" if case.layout == "combined" else f"-{case.layout}-{case.shape}-{case.lands}"
+    return f"{case.operation}-{case.path}{extra}".replace(" + ", "+").replace(" ", "_")
+
+
+@pytest.mark.parametrize("case", races.cases(full=False), ids=_id)
 def test_a_concurrent_operation_mid_rewrite_keeps_every_row(spark, battery, case):
     bases, runs = battery
     outcome = races.run_case(spark, bases, case, runs)["outcome"]
     if outcome.startswith("not raced"):
         pytest.skip(outcome)
     assert outcome.startswith(PASSING), f"{case.name}: {outcome}"
+
+
+@pytest.mark.parametrize(
+    "case", races.cases(False, ["DELETE", "UPDATE", "MERGE", "INSERT"], ["delta-spark", "delta-rs"], "tree"), ids=_id
+)
+def test_a_cut_tree_layout_keeps_every_row_when_an_operation_lands_mid_rewrite(spark, battery, case):
+    """The layout the service picks for range workloads (file and row-group cuts, the leaf ids as helper
+    columns, a timestamp cut in a Los Angeles session) commits or gives up as the combined layout does."""
+    bases, runs = battery
+    outcome = races.run_case(spark, bases, case, runs)["outcome"]
+    assert outcome.startswith(PASSING), f"{case.name}: {outcome}"
+
+
+@pytest.mark.parametrize("case", races.committed_first("tree"), ids=_id)
+def test_a_cut_tree_layout_commits_over_deletion_vectors_row_ids_and_partitions(spark, battery, case):
+    """DELETE, UPDATE or MERGE committed first (deletion vectors on `dv_rt`, row ids on `rt*`, partition
+    values by a date and by a timestamp): nothing races, so the rewrite must commit, and the rows, their ids
+    and commit versions and their timestamps in both zones must be the operation's alone."""
+    from optimizer.table import open_table
+
+    bases, runs = battery
+    outcome = races.run_case(spark, bases, case, runs)["outcome"]
+    assert outcome == "committed, rows ok", f"{case.name}: {outcome}"
+    if case.shape == "dv_rt":  # the rewrite did run over deletion vectors: the operation wrote some
+        raced = max(runs.glob("*-race"))
+        (operation, *_) = open_table(str(raced)).history(1)
+        metrics = operation.metadata["operationMetrics"]  # MERGE names it numTargetDeletionVectorsAdded
+        assert sum(int(v) for k, v in metrics.items() if k.endswith("DeletionVectorsAdded")) > 0, operation
 
 
 def test_the_checks_see_what_a_lost_update_and_a_shifted_timestamp_look_like(spark, battery):
