@@ -49,6 +49,7 @@ import pyarrow.parquet as pq
 import yaml
 from deltalake import write_deltalake
 
+from benchmarks import kept_share
 from benchmarks.common import write_report
 from benchmarks.delta_peers import DeltaPeer
 from benchmarks.flow_bench import append_everywhere, load_config_spark, record_hour
@@ -312,6 +313,7 @@ def run(
         "increment": increment,
         "ticks": ticks,
         "final": final_readers(spark, uris, held, kept),
+        "kept_over_bound": _kept_over_bound(spark, uris, peers, held),
     }
     if report:
         name = "star-flow" + (f"-{files_per_increment}files" if files_per_increment != FILES_PER_INCREMENT else "")
@@ -329,6 +331,21 @@ def run(
             command,
         )
     return results
+
+
+def _kept_over_bound(
+    spark: Any, uris: Mapping[str, str], peers: Mapping[str, DeltaPeer], held: Sequence[HeldQuery]
+) -> dict[str, dict[str, Any]]:
+    """Issue 48's race on the final state (`kept_share`): per held-out scan, what a min/max reader keeps
+    (files by Delta's statistics, row groups by footers) over the rows its direct and derived filters
+    select (dynamic file pruning's best case), for the service priced for standard readers and Delta's
+    two layouts."""
+    (zorder,) = [p for p in peers.values() if p.kind == "zorder"]
+    (liquid,) = [p for p in peers.values() if p.kind == "liquid"]
+    copies = {"service": uris[SERVICES[0][0]], "zorder": zorder.path, "liquid": liquid.path}
+    scans = [(q.where, q.columns) for q in held]
+    race = kept_share.race(spark, {name: open_table(uri) for name, uri in copies.items()}, scans)
+    return {name: asdict(result) for name, result in race.items()}
 
 
 def _decision(record: Mapping[str, Any]) -> dict[str, Any]:

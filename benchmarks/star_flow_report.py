@@ -8,7 +8,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from benchmarks import kept_share
 from benchmarks.common import table
+from benchmarks.kept_share import KeptOverBound
 from benchmarks.star_flow_setup import HELD_OUT, SERVICES
 from costmodel.benefit import MB
 
@@ -67,6 +69,12 @@ def render(results: Mapping[str, Any]) -> str:
                 )
             )
     lines.append(table(("family", "copy", "deltaopt MB", "min/max MB", "Spark MB", "files", "unsound"), rows))
+    if results.get("kept_over_bound"):
+        race = {
+            name: KeptOverBound(**{**k, "ratios": tuple(k["ratios"])}) for name, k in results["kept_over_bound"].items()
+        }
+        names = {"service": SERVICES[0][0], "zorder": "Delta ZORDER BY", "liquid": "Delta liquid"}
+        lines.append(kept_share.render(race, names))
     seconds: dict[str, float] = defaultdict(float)
     for t in ticks:
         for label, d in t["services"].items():

@@ -20,6 +20,9 @@ def test_star_flow_ticks_keep_rows_and_readers_stay_sound(spark, tmp_path):
     assert len(result["ticks"]) == 2
     assert all(set(t["services"]) == {label for label, _, _ in SERVICES} for t in result["ticks"])
     assert all(label in render(result) for label, _, _ in SERVICES)
+    race = result["kept_over_bound"]  # issue 48's per-scan race, on the direct and derived filters
+    assert set(race) == {"service", "zorder", "liquid"} and "Service against the better" in render(result)
+    assert all(r["scans"] > 0 and 0 < r["geometric_mean"] < float("inf") for r in race.values()), race
     final = result["final"]
     assert len({copy.pop("rows") for copy in final.values()}) == 1, "a copy changed the fact table's rows"
     for name, figures in final.items():
