@@ -265,12 +265,9 @@ def _write_verified(
 
 
 def _written_with(settings: OutputSettings, *, delta_writer: bool) -> dict[str, object]:
-    """The result's ``output``: the Parquet settings the files were written with. Delta's writer takes
-    the codec only (its own row groups and level)."""
-    output = dict(settings.as_dict())
-    if delta_writer:
-        output |= {"level": None, "row_group_bytes": None, "writer": "delta"}
-    return output
+    """The result's ``output``: the Parquet settings the files were written with, and which writer (Delta's
+    takes the codec as an option, the row-group size and level from the session: `delta_engine.session_conf`)."""
+    return dict(settings.as_dict()) | ({"writer": "delta"} if delta_writer else {})
 
 
 def _prove_and_index(

@@ -19,7 +19,8 @@ Spark Connect sessions have no JVM gateway and so no Delta engine here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -64,6 +65,24 @@ def jvm_package(jvm: Any, package: str) -> Any:
     for part in package.split("."):
         node = getattr(node, part)
     return node
+
+
+@contextmanager
+def session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """`settings` set in the session's SQL conf while the block runs, the previous values back after.
+    Delta's writer passes only the codec and maxRecordsPerFile of its write options on to Parquet
+    (`TransactionalWrite.writeFiles`), but builds the Parquet writer's Hadoop configuration from the
+    session's SQL conf (`newHadoopConfWithOptions`): the row-group size and the codec level reach parquet-mr
+    only this way. Another write in the same session meanwhile gets them too: row groups and a level,
+    never rows."""
+    previous: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, was in previous.items():
+            spark.conf.set(key, was) if was is not None else spark.conf.unset(key)
 
 
 def scala_seq(jvm: Any, items: Sequence[Any]) -> Any:
@@ -193,7 +212,9 @@ class DeltaEngine:
             if kept
             else self.none
         )
-        written = txn.writeFiles(frame._jdf, write_options, True, scala_seq(self.jvm, []))
+        carried = {k: v for k, v in (options or {}).items() if k.lower() != "compression"}
+        with session_conf(self.spark, carried):
+            written = txn.writeFiles(frame._jdf, write_options, True, scala_seq(self.jvm, []))
         actions = python_list(written)
         strange = [a for a in actions if a.getClass().getSimpleName() != "AddFile"]
         if strange:

@@ -86,6 +86,28 @@ def test_the_tables_codec_property_is_honoured(spark, tmp_path, frame):
 
 
 @pytest.mark.spark
+def test_delta_writer_cuts_row_groups_at_the_configured_size_too(spark, tmp_path, frame):
+    """With row tracking the files go through Delta's writer, which passes only the codec of its options
+    on to Parquet: the row-group size reaches it through the session (`delta_engine.session_conf`), set
+    only while the files are written; rows and their ids are kept."""
+    path = str(tmp_path / "t")
+    frame.write.format("delta").save(path)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+    table = open_table(path)
+    ids = spark.read.format("delta").load(table.uri).select("_metadata.row_id", *frame.columns)
+    before = sorted(ids.collect())
+    result = optimize(
+        spark, table, FeatureSet(z=(ZFeature("x"),)), 1 << 30, output=OutputSettings(row_group_bytes=256 << 10)
+    )
+    assert result.output["writer"] == "delta" and result.output["row_group_bytes"] == 256 << 10, result.output
+    (metadata,) = footers(table)
+    assert metadata.num_row_groups >= 4, metadata.num_row_groups
+    assert spark.conf.get("parquet.block.size", None) is None, "the session's setting was not put back"
+    after = spark.read.format("delta").load(table.uri).select("_metadata.row_id", *frame.columns)
+    assert sorted(after.collect()) == before
+
+
+@pytest.mark.spark
 def test_row_groups_are_cut_at_the_configured_size_and_readers_agree(spark, tmp_path, frame):
     """Small row groups give several per file, each with statistics; delta-rs and DuckDB read every row."""
     from deltalake import DeltaTable
