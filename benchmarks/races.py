@@ -53,6 +53,7 @@ from optimizer.cut_tree import Cut, CutTree
 from optimizer.features import FeatureSet, SopFeature, ZFeature
 from optimizer.table import open_table
 from optimizer.table.delta_engine import java_message
+from optimizer.table.output import OutputSettings
 from optimizer.table.rewrite import COMMIT_CONF
 
 PATHS = ("delta-spark", "delta-rs", "delta-sql")
@@ -71,6 +72,7 @@ TREE = FeatureSet(
     ),
 )
 LAYOUTS = {"combined": FEATURES, "tree": TREE}
+TREE_ROW_GROUP = 1_500  # bytes: the tree's files (about 10 kB) hold several row groups, its row-group cuts real
 TARGET_FILE_SIZE = 10_000  # the 600 rows (about 27 kB in 6 files) become about three files
 # (operation -> base table) per path: row tracking wherever the path can rewrite it, partitions by a
 # date and by a timestamp for some; CLUSTER BY needs an unpartitioned table
@@ -274,8 +276,9 @@ def race(spark: Any, case: Case, race_path: str) -> Attempt:
         attempt.landing()
     with conf(spark, COMMIT_CONF, commit), injected(case.path, attempt.landing):
         try:
-            table = open_table(race_path)
-            attempt.result = optimize(spark, table, LAYOUTS[case.layout], TARGET_FILE_SIZE, run_id=attempt.run_id)
+            table, features = open_table(race_path), LAYOUTS[case.layout]
+            output = OutputSettings(row_group_bytes=TREE_ROW_GROUP) if features.cuts else OutputSettings()
+            attempt.result = optimize(spark, table, features, TARGET_FILE_SIZE, run_id=attempt.run_id, output=output)
         except Exception as err:  # classified: a deltaopt error or a raw one
             attempt.error = err
     return attempt
@@ -353,6 +356,8 @@ def classify(spark: Any, case: Case, paths: tuple[str, str], start: int, attempt
         return "FAIL: " + "; ".join(problems), detail
     if ours:
         return "committed, rows ok", detail
+    if case.lands == "before":  # nothing raced it: giving up or committing nothing is a failure here
+        return f"FAIL: nothing committed though nothing raced ({error or 'no error'})", detail
     if isinstance(attempt.error, errors.CommitConflictError):
         return "gave up cleanly", detail
     if attempt.error is not None:
@@ -389,7 +394,8 @@ def history_problems(case: Case, paths: tuple[str, str], start: int, attempt: At
     liquid = case.path == "delta-sql"
     problems = rc.history_problems(paths, start, attempt.run_id, reported, attempt.error, liquid)
     if attempt.landing.error:
-        problems.insert(0, f"the operation failed mid-rewrite: {attempt.landing.error}")
+        when = "before the rewrite" if case.lands == "before" else "mid-rewrite"
+        problems.insert(0, f"the operation failed {when}: {attempt.landing.error}")
     return problems
 
 
@@ -431,6 +437,8 @@ def main(argv: list[str]) -> None:
 
     chosen = cases(args.full, _names(args.ops), _names(args.paths), args.layout)
     chosen += committed_first(args.layout) if args.before else []
+    if not chosen:
+        parser.error(f"no case: the {args.layout} layout is not run on {args.paths or 'these paths'}")
     spark = build_session(SparkSettings(master="local[2]", shuffle_partitions=2, app_name="deltaopt-races"))
     rows = run_all(spark, chosen, control=args.control)
     command = "python -m benchmarks races " + " ".join(argv)

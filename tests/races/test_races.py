@@ -5,6 +5,8 @@ the operation alone (rows, timestamps in two time zones, row ids, history). `mak
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 import pytest
 
 from benchmarks import race_checks as rc
@@ -53,16 +55,24 @@ def test_a_cut_tree_layout_commits_over_deletion_vectors_row_ids_and_partitions(
     """DELETE, UPDATE or MERGE committed first (deletion vectors on `dv_rt`, row ids on `rt*`, partition
     values by a date and by a timestamp): nothing races, so the rewrite must commit, and the rows, their ids
     and commit versions and their timestamps in both zones must be the operation's alone."""
+    import pyarrow.parquet as pq
+
     from optimizer.table import open_table
 
     bases, runs = battery
     outcome = races.run_case(spark, bases, case, runs)["outcome"]
     assert outcome == "committed, rows ok", f"{case.name}: {outcome}"
+    root = max(runs.glob("*-race"))
+    raced = open_table(str(root))
     if case.shape == "dv_rt":  # the rewrite did run over deletion vectors: the operation wrote some
-        raced = max(runs.glob("*-race"))
-        (operation, *_) = open_table(str(raced)).history(1)
+        (operation, *_) = raced.history(1)
         metrics = operation.metadata["operationMetrics"]  # MERGE names it numTargetDeletionVectorsAdded
         assert sum(int(v) for k, v in metrics.items() if k.endswith("DeletionVectorsAdded")) > 0, operation
+    files = raced.snapshot().files  # laid out as the tree says: no file across its file cut, row groups
+    assert not [f.path for f in files if f.min_values["k"] < 5 <= f.max_values["k"]], "a file mixes k < 5 and k >= 5"
+    groups = [pq.ParquetFile(root / unquote(f.path)).metadata.num_row_groups for f in files]
+    if not rc.SHAPES[case.shape].partition_by:  # a partition's files hold < 100 rows: Parquet's first size check
+        assert max(groups) > 1, groups
 
 
 def test_the_checks_see_what_a_lost_update_and_a_shifted_timestamp_look_like(spark, battery):
