@@ -350,3 +350,69 @@ def test_groups_share_exactly_the_files_asked_where_there_are_enough(sizes, file
     crowded = math.ceil(sum(max(0.0, 1 - e) for e in exact) - 1e-9)  # files the minimum took from the rest
     for g, e in zip(given, exact, strict=True):
         assert g <= max(1, math.ceil(e - 1e-9)) and (len(sizes) > files or g >= int(e) - crowded), (g, e)
+
+
+def _selects(value: object, op: str, literal: object) -> bool:
+    """One row's comparison as Spark decides it: NULL never holds, NaN is above every number."""
+    if value is None:
+        return False
+    nan = isinstance(value, float) and value != value
+    if nan:
+        return op in (">", ">=")
+    return {"<": value < literal, "<=": value <= literal, ">": value > literal, ">=": value >= literal}.get(
+        op, value == literal
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_a_scans_share_is_the_rows_its_own_comparisons_select(rng):
+    """`relative` weighs a scan by the share of sampled rows it selects (`_Workload.shares`, a table over
+    each column's ranks): the same share as testing every row, with NULL, NaN, strings, dates and IN
+    lists; a scan left with no comparison keeps its weight; the order scans come in changes no tree."""
+    from optimizer.clustering.cut_growth import _Ranked, _workload, relative
+
+    rows = rng.choice([1, 2, 40, 200])
+    columns = {
+        "i": [None if rng.random() < 0.1 else rng.randrange(20) for _ in range(rows)],
+        "f": [
+            None if rng.random() < 0.1 else float("nan") if rng.random() < 0.1 else rng.randrange(20) / 2
+            for _ in range(rows)
+        ],
+        "s": [None if rng.random() < 0.1 else rng.choice("abcdef") for _ in range(rows)],
+        "d": [None if rng.random() < 0.1 else dt.date(2024, 1, 1 + rng.randrange(20)) for _ in range(rows)],
+    }
+    literal = {
+        "i": lambda: rng.randrange(-2, 22),
+        "f": lambda: rng.randrange(-2, 22) / 2,
+        "s": lambda: rng.choice("abcdefg"),
+        "d": lambda: dt.date(2024, 1, 1 + rng.randrange(25)),
+    }
+    scans = []
+    for _ in range(rng.randrange(1, 12)):
+        comparisons = []
+        for _ in range(rng.randrange(1, 4)):
+            column, op = rng.choice("ifsd"), rng.choice(["<", "<=", ">", ">=", "=", "in"])
+            values = tuple(literal[column]() for _ in range(rng.randrange(1, 6) if op == "in" else 1))
+            comparisons.append(Comparison(column, op, "x", values))
+        scans.append(Scan(rng.choice([1.0, 0.37, 2.5]), tuple(comparisons)))
+    scans.append(Scan(1.0, (Comparison("i", "<", "string", ("alien",)),)))  # no comparison left: weight kept
+    ranked = {name: _Ranked.of(values) for name, values in columns.items()}
+    workload = _workload(scans, ranked)
+    expected = [
+        sum(
+            all(
+                any(_selects(columns[c.column][row], "=" if c.op == "in" else c.op, v) for v in c.values)
+                for c in s.comparisons
+            )
+            for row in range(rows)
+        )
+        / rows
+        for s in (scans[i] for i in workload.sources.tolist())
+    ]
+    assert np.allclose(workload.shares(ranked), expected)
+    weighted = relative(scans, ranked)
+    left_out = set(range(len(scans))) - set(workload.sources.tolist())  # the alien one, unless `i` is all NULL
+    assert len(weighted) == len(scans) and all(weighted[i] == scans[i] for i in left_out)
+    tree = build_tree(columns, scans, max_leaves=6, min_leaf_rows=1)
+    assert build_tree(columns, rng.sample(scans, len(scans)), max_leaves=6, min_leaf_rows=1) == tree

@@ -167,10 +167,11 @@ def test_a_partitioned_table_budgets_leaves_per_partition(spark):
 
 @pytest.mark.spark
 def test_a_recurring_predicate_on_a_column_no_curve_orders_is_cut_where_it_skips(spark):
-    """Half the scans ask ``mode IN ('b', 'e')`` (2 of 6 values, a third of the rows), a column the curve
-    (x, y) leaves out, the other half ranges of x: the tree cuts both (a child of only other modes is
-    skipped by half the scans), never the partition column `p` every scan also tests (a cut there would skip
-    half the rows for every scan: files never mix partitions anyway)."""
+    """Two thirds of the scans ask ``mode IN ('b', 'e')`` (2 of 6 values, a third of the rows), a column the
+    curve (x, y) leaves out, the others ranges of x: the tree cuts both (a child of only other modes is
+    skipped by those scans), never the partition column `p` every scan also tests (a cut there would skip
+    half the rows for every scan: files never mix partitions anyway). With half the scans on `mode`, the
+    tree cuts x only: weighted by their selectivity (`cut_growth.relative`), the narrow x ranges lead."""
     from pyspark.sql import functions as F
 
     from optimizer.estimate.replay import Query
@@ -186,7 +187,7 @@ def test_a_recurring_predicate_on_a_column_no_curve_orders_is_cut_where_it_skips
         (F.col("id") % 2).alias("p"),
     )
     texts = [f"x >= {a} AND x < {a + 90} AND p = 1" for a in range(0, 1000, 100)]
-    texts += ["mode IN ('b', 'e') AND p = 1"] * 10
+    texts += ["mode IN ('b', 'e') AND p = 1"] * 20
     queries = [Query(prepare(text), None, 1.0) for text in texts]
     features = FeatureSet(z=(ZFeature("x"), ZFeature("y")))
     tree = workload_cuts(sample, features, queries, 16, partition_columns=["P"])
