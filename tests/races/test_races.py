@@ -9,8 +9,8 @@ from urllib.parse import unquote
 
 import pytest
 
+from benchmarks import race_cases, races
 from benchmarks import race_checks as rc
-from benchmarks import races
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 PASSING = ("committed, rows ok", "gave up cleanly", "nothing committed, rows ok")
@@ -25,12 +25,12 @@ def battery(spark, tmp_path_factory):
     return rc.Bases(spark, root / "bases"), root / "runs"
 
 
-def _id(case: races.Case) -> str:
+def _id(case: race_cases.Case) -> str:
     extra = "" if case.layout == "combined" else f"-{case.layout}-{case.shape}-{case.lands}"
     return f"{case.operation}-{case.path}{extra}".replace(" + ", "+").replace(" ", "_")
 
 
-@pytest.mark.parametrize("case", races.cases(full=False), ids=_id)
+@pytest.mark.parametrize("case", race_cases.cases(full=False), ids=_id)
 def test_a_concurrent_operation_mid_rewrite_keeps_every_row(spark, battery, case):
     bases, runs = battery
     outcome = races.run_case(spark, bases, case, runs)["outcome"]
@@ -39,9 +39,10 @@ def test_a_concurrent_operation_mid_rewrite_keeps_every_row(spark, battery, case
     assert outcome.startswith(PASSING), f"{case.name}: {outcome}"
 
 
-@pytest.mark.parametrize(
-    "case", races.cases(False, ["DELETE", "UPDATE", "MERGE", "INSERT"], ["delta-spark", "delta-rs"], "tree"), ids=_id
-)
+TREE_RACES = race_cases.cases(False, ["DELETE", "UPDATE", "MERGE", "INSERT"], ["delta-spark", "delta-rs"], "tree")
+
+
+@pytest.mark.parametrize("case", TREE_RACES, ids=_id)
 def test_a_cut_tree_layout_keeps_every_row_when_an_operation_lands_mid_rewrite(spark, battery, case):
     """The layout the service picks for range workloads (file and row-group cuts, the leaf ids as helper
     columns, a timestamp cut in a Los Angeles session) commits or gives up as the combined layout does."""
@@ -50,7 +51,7 @@ def test_a_cut_tree_layout_keeps_every_row_when_an_operation_lands_mid_rewrite(s
     assert outcome.startswith(PASSING), f"{case.name}: {outcome}"
 
 
-@pytest.mark.parametrize("case", races.committed_first("tree"), ids=_id)
+@pytest.mark.parametrize("case", race_cases.committed_first("tree"), ids=_id)
 def test_a_cut_tree_layout_commits_over_deletion_vectors_row_ids_and_partitions(spark, battery, case):
     """DELETE, UPDATE or MERGE committed first (deletion vectors on `dv_rt`, row ids on `rt*`, partition
     values by a date and by a timestamp): nothing races, so the rewrite must commit, and the rows, their ids
