@@ -50,7 +50,7 @@ from benchmarks.common import table, write_report
 from benchmarks.race_cases import LAYOUTS, PATHS, TARGET_FILE_SIZE, TREE_ROW_GROUP, Case, cases, committed_first
 from optimizer import errors
 from optimizer.table import open_table
-from optimizer.table.delta_engine import java_message
+from optimizer.table.delta_engine import java_message, session_conf
 from optimizer.table.output import OutputSettings
 from optimizer.table.rewrite import COMMIT_CONF
 
@@ -151,16 +151,6 @@ def _delta_sql_point(by_delta: Any, delta_sql: Any) -> tuple[Any, str]:
     return (by_delta, "run_commits") if hasattr(by_delta, "run_commits") else (delta_sql, "latest")
 
 
-@contextmanager
-def conf(spark: Any, key: str, value: str) -> Iterator[None]:
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        spark.conf.set(key, previous) if previous is not None else spark.conf.unset(key)
-
-
 @dataclass
 class Attempt:
     """What the rewrite did: its run id, result or error, and whether the operation landed."""
@@ -181,7 +171,7 @@ def race(spark: Any, case: Case, race_path: str) -> Attempt:
     commit = "delta-rs" if case.path == "delta-rs" else "auto"
     if case.lands == "before":
         attempt.landing()
-    with conf(spark, COMMIT_CONF, commit), injected(case.path, attempt.landing):
+    with session_conf(spark, {COMMIT_CONF: commit}), injected(case.path, attempt.landing):
         try:
             table, features = open_table(race_path), LAYOUTS[case.layout]
             output = OutputSettings(row_group_bytes=TREE_ROW_GROUP) if features.cuts else OutputSettings()
@@ -197,7 +187,7 @@ def run_case(spark: Any, bases: rc.Bases, case: Case, work: Path, control: bool 
     label = f"{len(list(work.iterdir())):03d}"
     race_path, truth = bases.copy(case.shape, work / f"{label}-race"), bases.copy(case.shape, work / f"{label}-truth")
     start_version = open_table(race_path).snapshot().version
-    with conf(spark, rc.TZ_CONF, case.tz):
+    with session_conf(spark, {rc.TZ_CONF: case.tz}):
         try:
             rc.apply(spark, case.operation, truth)
         except Exception as err:

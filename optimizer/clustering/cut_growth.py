@@ -330,11 +330,13 @@ def build_tree(
     sample and scans (in any order) give the same tree."""
     rows = len(next(iter(columns.values()), ()))
     ranked = {name: _Ranked.of(values) for name, values in columns.items()}
-    if rows == 0 or max_leaves < 2 or not _candidates(scans, ranked):
+    if rows == 0 or max_leaves < 2:
         return CutTree()
     scans = relative(sorted(scans, key=_scan_order), ranked)
-    workload = _workload(scans, ranked)
     candidates = _by_column(_candidates(scans, ranked))
+    if not candidates:
+        return CutTree()
+    workload = _workload(scans, ranked)
     growth = _Growth(_Grower(ranked, workload, candidates, max(min_leaf_rows, 1), max_candidates))
     growth.offer(0, np.arange(rows))
     growth.grow(max_leaves, row_group=False)
