@@ -102,14 +102,17 @@ class DeltaPeer:
 
 def expert_columns(filters: Iterable[Sequence[str]], count: int = 4) -> tuple[str, ...]:
     """The `count` plain columns filtered most often: what an expert picks for ZORDER BY / CLUSTER BY
-    (Delta's liquid clustering takes at most 4 keys)."""
+    (Delta's liquid clustering takes at most 4 keys). Ties go to the column name: `Counter.most_common`
+    keeps first-seen order, and each scan's columns come out of a set, in an order that changes with
+    the process's string hashing (the TPC-H stream's l_linestatus and l_returnflag tie at 87 scans of
+    400: the peers' fourth key changed between runs)."""
     frequency = Counter(
         column
         for conjuncts in filters
         for column in {f.split(" ")[0] for f in conjuncts}
         if column.replace("_", "").isalnum() and not column[0].isdigit()
     )
-    return tuple(c for c, _ in frequency.most_common(count))
+    return tuple(sorted(frequency, key=lambda c: (-frequency[c], c))[:count])
 
 
 def totals(rewrites: Sequence[Rewrite]) -> dict[str, float]:

@@ -188,7 +188,7 @@ def run(scale: float = 1.0, queries: int = 200, spark_queries: int = 50) -> dict
     frequency = Counter(
         c for _, filters, _ in plan for c in {f.split(" ")[0] for f in filters} if c.startswith("l_") and " " not in c
     )
-    peer_columns = [c for c, _ in frequency.most_common(max(len(features.z), 2))]
+    peer_columns = sorted(frequency, key=lambda c: (-frequency[c], c))[: max(len(features.z), 2)]  # ties: by name
     layouts: list[tuple[str, object, float]] = [("none (as loaded)", base, 0.0)]
     peer = load("deltars_zorder")
     started = time.perf_counter()
