@@ -66,7 +66,9 @@ def _header(result: dict[str, Any]) -> str:
     return (
         f"TPC-H lineitem scale {args['scale']}, sorted by l_shipdate and appended in batches of "
         f"{result['increment'] / MB:.2f} MB ({args['files_per_append']} files each), one per simulated hour, "
-        f"{args['rate']:g} queries per hour recorded live; {args['held_out']} held-out queries per phase. Ticks run: "
+        f"{args['rate']:g} queries per hour recorded live; {args['held_out']} held-out queries per phase"
+        + (f" ({args['judged']} more judge (b)'s jobs)" if "judged" in args else "")
+        + ". Ticks run: "
         f"{phases['initial']} initial, {phases['shift']} after the shift, {phases['stable']} stable (asked: "
         f"{args['initial']} / {args['shift']} / {args['stable']}). File size {result['target'] / MB:.2f} MB "
         f"(the session's Delta maxFileSize and deltaopt's target alike). Workload window 12 h, half-life 2 h "
@@ -184,9 +186,9 @@ def _estimate_table(ticks: Sequence[dict[str, Any]]) -> str:
     headers = ("tick", "phase", "operation", "est. saved MB/q", "held-out MB/q before -> after", "realised saved MB/q")
     note = (
         "\nEstimated: the record's bytes per query before minus after (its workload window, the files Delta "
-        "rewrites, Delta min/max reader). Realised: the phase's held-out queries on (b) right before and right "
-        "after the tick, Delta min/max column bytes over the whole table (files the OPTIMIZE left alone read "
-        "the same on both sides).\n"
+        "rewrites, Delta min/max reader). Realised: the phase's held-out queries that judge (b)'s jobs, on (b) "
+        "right before and right after the tick, Delta min/max column bytes over the whole table (files the "
+        "OPTIMIZE left alone read the same on both sides).\n"
     )
     stored = ("stored bytes: estimated", "Delta's OPTIMIZE: bytes out / in")
     return table((*headers, "est. / realised", "job s", *stored), rows) + "\n" + note
