@@ -26,6 +26,7 @@ BENCHMARKS = {
     "races": "benchmarks.races",
     "rewrite-speed": "benchmarks.rewrite_speed",
     "liquid": "benchmarks.liquid_bench",
+    "race-offline": "benchmarks.race_offline",
 }
 
 

@@ -66,8 +66,8 @@ def quantile_boundaries(values: Sequence[Any], ranges: int) -> tuple[Any, ...]:
 
 
 def range_id_of(value: Any, boundaries: Sequence[Any]) -> int:
-    """The range id `cut_search.with_range_id` computes in Spark, for one value in Python (`_range_ids` for many)."""
-    return int(_range_ids([value], boundaries)[0])
+    """The range id `cut_search.with_range_id` computes in Spark, for one value in Python (`range_ids` for many)."""
+    return int(range_ids([value], boundaries)[0])
 
 
 @dataclass(frozen=True)
@@ -285,12 +285,12 @@ def _order_key(
         parts += [values[dimensions[0].column], values[names.tie]]
     elif dimensions:
         spark_columns.append(F.col(f"`{names.zkey}`"))  # a column of its own: file index and sort compare it many times
-        ids = [_range_ids(values[d.column], d.boundaries) for d in dimensions]
+        ids = [range_ids(values[d.column], d.boundaries) for d in dimensions]
         parts.append(curve_ids(curve[0], ids, [d.bits for d in dimensions], precision=curve[1]).tolist())
     return spark_columns, parts
 
 
-def _range_ids(values: list[Any], boundaries: Sequence[Any]) -> np.ndarray:
+def range_ids(values: list[Any], boundaries: Sequence[Any]) -> np.ndarray:
     """`range_id_of` over a sample column at once (a binary search per value in numpy's C loop), over the
     values as `present_values` gives them: numbers natively, so a NaN is above every boundary, as Spark
     orders it (over Python objects numpy's search put every value after a NaN in the wrong range)."""

@@ -65,11 +65,20 @@ def workload_cuts(
     kinds = {
         c: kind
         for c, field, spark_type in zip(wanted, table.schema, spark_types, strict=True)
-        if (kind := _family(field.type)) and getattr(spark_type, "collation", "UTF8_BINARY") == "UTF8_BINARY"
+        if (kind := arrow_family(field.type)) and getattr(spark_type, "collation", "UTF8_BINARY") == "UTF8_BINARY"
     }  # a collated string orders its own way, not as Python and the job's check (`cuts.check_cut_types`) do
     step = max(1, -(-table.num_rows // MAX_ROWS))
     values = {c: table.column(i).to_pylist()[::step] for i, c in enumerate(wanted) if c in kinds}
-    scans = [Scan(q.weight, _comparisons(q, kinds)) for q in queries]
+    return tree_of(values, kinds, queries, files, row_groups)
+
+
+def tree_of(
+    values: Mapping[str, Sequence[Any]], kinds: Mapping[str, str], queries: Sequence[Query], files: int, row_groups: int
+) -> CutTree | None:
+    """The tree `workload_cuts` grows over sampled `values` (column -> one value per row, `kinds` their
+    literal families) for `files` files of `row_groups` row groups each (of one partition); None where no
+    cut skips anything. The offline race (`benchmarks.race_offline`) grows its trees here too."""
+    scans = [Scan(q.weight, comparisons(q, kinds)) for q in queries]
     rows = len(next(iter(values.values()), ()))
     if not rows or not any(s.comparisons for s in scans):
         return None
@@ -100,15 +109,16 @@ def _shape(text: str, columns: set[str] | Mapping[str, str]) -> Any:
     return shape if shape is not None and shape.expression in columns and shape.op != "startswith" else None
 
 
-def _family(kind: pa.DataType) -> str | None:
-    """The literal family (`skipping.values.family`) the column's values compare with; None: no cuts."""
+def arrow_family(kind: pa.DataType) -> str | None:
+    """The literal family (`skipping.values.literal_family`) an Arrow column's values compare with; None:
+    no cuts."""
     import pyarrow as pa
 
     if pa.types.is_floating(kind):
         return "double"
     if pa.types.is_integer(kind) or pa.types.is_decimal(kind):
         return "number"
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
         return "string"
     if pa.types.is_date32(kind):
         return "date"
@@ -117,7 +127,7 @@ def _family(kind: pa.DataType) -> str | None:
     return None
 
 
-def _comparisons(query: Query, kinds: Mapping[str, str]) -> tuple[Comparison, ...]:
+def comparisons(query: Query, kinds: Mapping[str, str]) -> tuple[Comparison, ...]:
     """The query's Z-shaped conjuncts on the `kinds` columns with literals typed for them."""
     found = []
     for conjunct in query.predicate.conjuncts:

@@ -181,7 +181,7 @@ def test_the_drivers_z_values_are_the_ones_spark_computes(spark):
 
     from optimizer.clustering.curves import interleave, interleave_ids, interleave_value
     from optimizer.clustering.cut_search import with_range_id
-    from optimizer.clustering.zorder import _range_ids
+    from optimizer.clustering.zorder import range_ids
 
     rng = random.Random(4)
     rows = [
@@ -194,7 +194,7 @@ def test_the_drivers_z_values_are_the_ones_spark_computes(spark):
         frame = with_range_id(frame, c, b, f"id_{c}")
     from_spark = [r[0] for r in frame.select(interleave([F.col("id_a"), F.col("id_b")], bits)).collect()]
     scalar = [interleave_value([range_id_of(v, b) for v, b in zip(row, boundaries, strict=True)], bits) for row in rows]
-    columns = [_range_ids([row[i] for row in rows], boundaries[i]) for i in range(2)]
+    columns = [range_ids([row[i] for row in rows], boundaries[i]) for i in range(2)]
     assert from_spark == scalar == interleave_ids(columns, bits).tolist()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from optimizer.clustering.cut_search import with_cut_index, with_range_id
-from optimizer.clustering.zorder import _range_ids, quantile_boundaries
+from optimizer.clustering.zorder import quantile_boundaries, range_ids
 
 pytestmark = pytest.mark.spark
 
@@ -48,7 +48,7 @@ def test_range_ids_equal_the_drivers_for_every_type_and_padding(spark, kind):
         boundaries = quantile_boundaries(present, ranges)
         named = with_range_id(frame, "v", boundaries, "rid")
         got = [r.rid for r in named.orderBy("i").select("rid").collect()]
-        assert got == _range_ids(rows, boundaries).tolist(), (ranges, boundaries)
+        assert got == range_ids(rows, boundaries).tolist(), (ranges, boundaries)
         assert named.schema["rid"].dataType.simpleString() == "bigint"
         assert named.select(F.max("rid")).first()[0] <= len(boundaries) + 1
 
@@ -114,7 +114,7 @@ def test_a_key_of_three_11_bit_dimensions_compiles(spark):
             spark.conf.set(key, value)
     from optimizer.clustering.curves import interleave_ids
 
-    ids = [_range_ids([r[i] for r in keyed], boundaries) for i in range(3)]
+    ids = [range_ids([r[i] for r in keyed], boundaries) for i in range(3)]
     assert [r[3] for r in keyed] == interleave_ids(ids, [11, 11, 11]).tolist()
 
 
@@ -144,7 +144,7 @@ def test_dates_and_timestamps_search_as_the_driver_whatever_the_zones(spark, mon
         frame = spark.createDataFrame(list(enumerate(instants)), "i long, v timestamp_ltz")
         boundaries = quantile_boundaries(instants, 16)
         got = [r.rid for r in with_range_id(frame, "v", boundaries, "rid").orderBy("i").select("rid").collect()]
-        assert got == _range_ids(instants, boundaries).tolist()
+        assert got == range_ids(instants, boundaries).tolist()
         texts = [dt.date(999, 12, 31), dt.datetime(2024, 3, 10, 2, 30), dt.datetime(1, 1, 1, tzinfo=dt.UTC)]
         shown = spark.range(1).select(*[sample_literal(v).cast("string") for v in texts]).first()
         assert list(shown) == ["0999-12-31", "2024-03-10 02:30:00", "0000-12-31 16:07:02"]  # the instant, in LA
@@ -156,7 +156,7 @@ def test_dates_and_timestamps_search_as_the_driver_whatever_the_zones(spark, mon
         frame = spark.createDataFrame(list(enumerate(walls)), "i long, v timestamp_ntz")
         boundaries = tuple(sorted({*quantile_boundaries(walls, 32), gap, old}))
         got = [r.rid for r in with_range_id(frame, "v", boundaries, "rid").orderBy("i").select("rid").collect()]
-        assert got == _range_ids(walls, boundaries).tolist()
+        assert got == range_ids(walls, boundaries).tolist()
 
         days = [dt.date(1, 1, 1), dt.date(999, 12, 31), dt.date(2024, 1, 1), dt.date(1582, 10, 15), None]
         instant = dt.datetime(1, 1, 1, tzinfo=dt.UTC)

@@ -178,7 +178,7 @@ def test_the_estimate_offers_the_tree_only_where_deltaopts_job_runs_and_delta_na
 
 def test_the_workloads_literals_are_typed_as_the_columns_values_or_left_out():
     from optimizer.estimate.replay import Query
-    from optimizer.estimate.workload_cuts import _comparisons
+    from optimizer.estimate.workload_cuts import comparisons
     from optimizer.skipping.pruning import prepare
 
     kinds = {"n": "number", "d": "double", "s": "string", "day": "date", "ts": "timestamp"}
@@ -187,7 +187,7 @@ def test_the_workloads_literals_are_typed_as_the_columns_values_or_left_out():
         " AND ts < TIMESTAMP '2024-01-01 00:00:00+00:00' AND ts > TIMESTAMP '2024-01-01 00:00:00'"
         " AND n < 'x' AND other = 1 AND s LIKE 'a%'"
     )
-    found = {(c.column, c.op): (c.kind, c.values) for c in _comparisons(Query(prepare(where), None, 1.0), kinds)}
+    found = {(c.column, c.op): (c.kind, c.values) for c in comparisons(Query(prepare(where), None, 1.0), kinds)}
     assert found == {
         ("n", ">="): ("integer", (3,)),
         ("n", "<"): ("decimal", (Decimal("2.5"),)),
