@@ -146,8 +146,9 @@ def delta_layouts(coded: Coded, keys: Sequence[str], files: int, *, sorted_withi
     """Delta's ZORDER BY and liquid clustering (Hilbert) on `keys`, over 1,000 ranges a key (ids from 0, the
     first key's bit the most significant of each round, as ``interleave_bits``). Delta range-partitions rows
     by the curve into files and sorts a file's rows by it only with ``mdc.sortWithinFiles`` (off by
-    default): otherwise they stay in the order they arrived in, here `l_shipdate`'s (the flow appends
-    date-ordered batches)."""
+    default): otherwise a file holds runs of rows from the tasks that read its input, emulated here as
+    arrival order, `l_shipdate`'s (the flow appends date-ordered batches): the most favourable such order
+    for Delta's row groups, since real runs arrive in no fixed order."""
     ids = [
         range_ids(coded.ranks[k].tolist(), quantile_boundaries(coded.ranks[k].tolist(), DELTA_RANGES)) - 1 for k in keys
     ]

@@ -101,7 +101,9 @@ def _latest_features(history: Sequence[Commit]) -> Mapping[str, Any] | None:
 
 
 def frequent_filter_columns(log_uri: str, limit: int = FREQUENT_COLUMNS) -> list[str]:
-    """The columns most scans in the query log filter on (none when there is no log there)."""
+    """The columns most scans in the query log filter on (none when there is no log there); ties by name,
+    so the same log names the same columns in every process (`Counter.most_common` keeps first-seen
+    order, and a scan's columns come out of a set, whose order follows the process's string hashing)."""
     log = QueryLogTable(log_uri)
     if not log.exists():
         return []
@@ -118,7 +120,7 @@ def frequent_filter_columns(log_uri: str, limit: int = FREQUENT_COLUMNS) -> list
     counts: Counter[str] = Counter()
     for record in log.read():
         counts.update({name for text in record.filters for name in read(text)})
-    return [name for name, _ in counts.most_common(limit)]
+    return sorted(counts, key=lambda name: (-counts[name], name))[:limit]
 
 
 def human_bytes(n: float) -> str:
