@@ -103,6 +103,13 @@ class Thresholds(StrictModel):
     estimate_compression: bool = Field(
         True, description="write the sample in both layouts to price how much better clustered data compresses"
     )
+    sorted_within_files: bool = Field(
+        True,
+        description="the rewrite sorts each file's rows by its layout, as deltaopt's job does: the estimate then "
+        "prices row groups along the layout and the compression of sorted rows; the service sets it off where it "
+        "prices Delta's own OPTIMIZE, which sorts within files only with "
+        "spark.databricks.io.skipping.mdc.sortWithinFiles (Delta 4.0 and later, off by default)",
+    )
     codec: Literal["zstd", "snappy", "gzip", "lz4", "lz4_raw", "none", "uncompressed"] = Field(
         "zstd", description="Parquet codec OPTIMIZE writes (the table's delta.parquet.compression.codec wins)"
     )

@@ -24,7 +24,7 @@ from optimizer.estimate.candidates import candidate_layouts
 from optimizer.estimate.record import LayoutSummary
 from optimizer.estimate.replay import Query, estimate_benefit, joined_helpers, with_joined_ranges, workload_queries
 from optimizer.estimate.stored_bytes import StoredBaseline, layout_compression, layout_measure, measure_baseline
-from optimizer.estimate.virtual_files import bytes_per_row, virtual_files
+from optimizer.estimate.virtual_files import VirtualFiles, bytes_per_row, virtual_files
 from optimizer.estimate.workload_bits import workload_precision
 from optimizer.estimate.workload_cuts import workload_cuts
 from optimizer.features import FeatureSet, JoinedFeature
@@ -288,17 +288,20 @@ def layout_benefit(
     measure = layout_measure(table, stored) if table is not None and stored is not None else None
     if thresholds.stats_for_clustering_keys:  # the job adds the keys' statistics first: price what readers get
         snapshot = with_properties(snapshot, indexing_properties(snapshot, key_columns(features)))
-    cut = (replay.row_groups, replay.filtered)
-    virtual = virtual_files(sample, snapshot, features, replay.target_files, measure, row_groups=cut, rows=sample_rows)
+    virtual = virtual_files(
+        sample,
+        snapshot,
+        features,
+        replay.target_files,
+        measure,
+        row_groups=(replay.row_groups, replay.filtered),
+        rows=sample_rows,
+        sorted_within=thresholds.sorted_within_files,
+    )
     compression = None
     if stored is not None and virtual.written is not None:
         compression = layout_compression(stored, total_sizes(virtual.written.values()))
-    per_row = replay.bytes_per_row
-    virtual_bytes = {path: {c: rows * b for c, b in per_row.items()} for path, rows in virtual.rows.items()}
-    virtual_groups = {
-        path: tuple(RowGroup(g, {c: (g.rows or 0) * b for c, b in per_row.items()}) for g in found)
-        for path, found in virtual.groups.items()
-    }
+    virtual_bytes, virtual_groups = _at_todays_bytes(virtual, replay.bytes_per_row)
     views = {  # both kinds read through a Parquet reader that skips row groups (docs/READERS.md)
         "deltaopt": (replay.current, virtual.files, replay.current_groups, virtual_groups),
         "standard": (replay.current_standard, virtual.standard, replay.current_groups, virtual_groups),
@@ -324,6 +327,18 @@ def layout_benefit(
         if every_reader or thresholds.readers.get(reader, 0.0) > 0
     }
     return combine(by_reader, thresholds.readers)
+
+
+def _at_todays_bytes(
+    virtual: VirtualFiles, per_row: Mapping[str, float]
+) -> tuple[dict[str, dict[str, float]], dict[str, tuple[RowGroup, ...]]]:
+    """The virtual files' and row groups' column bytes at today's bytes per row (by their row counts)."""
+    files = {path: {c: rows * b for c, b in per_row.items()} for path, rows in virtual.rows.items()}
+    groups = {
+        path: tuple(RowGroup(g, {c: (g.rows or 0) * b for c, b in per_row.items()}) for g in found)
+        for path, found in virtual.groups.items()
+    }
+    return files, groups
 
 
 def benefit_of(

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from optimizer.clustering.by_delta import MAX_KEYS, delta_expressible
 from optimizer.estimate.decision import estimate
 from optimizer.features import FeatureSet, ZFeature
 from optimizer.table.output import CODECS
+from optimizer.table.zcubes import session_release
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -37,6 +38,9 @@ HILBERT_FROM = 2  # Delta's clustering: Z-order over one key's range ids, a Hilb
 CODEC_KEY, DELTA_CODEC = "spark.sql.parquet.compression.codec", "snappy"
 ROW_GROUP_KEY, DELTA_ROW_GROUP = "spark.hadoop.parquet.block.size", 128 << 20
 MAX_FILE_KEY, DELTA_MAX_FILE = "spark.databricks.delta.optimize.maxFileSize", 1 << 30
+# Delta's clustering range-partitions rows by the curve into files and sorts each file's rows by it only
+# with this set (`MultiDimClustering`, Delta 4.0 and later; earlier releases never sort within files)
+SORT_WITHIN_FILES_KEY, SORT_WITHIN_FILES_SINCE = "spark.databricks.io.skipping.mdc.sortWithinFiles", (4, 0)
 
 
 def as_delta_writes(context: TableContext, **changes: object) -> TableContext:
@@ -44,7 +48,10 @@ def as_delta_writes(context: TableContext, **changes: object) -> TableContext:
     files of Delta's ``maxFileSize``, in Spark's Parquet codec (the table's codec property still wins, as
     for every writer: `table.output.resolve_output`) and parquet-mr's row groups, as the service's
     session sets them. Otherwise the estimate would credit a liquid OPTIMIZE with deltaopt's ZSTD and
-    its file size, which Delta never writes. `changes`: further threshold overrides."""
+    its file size, which Delta never writes; nor with rows sorted within files where Delta leaves them
+    unsorted (`sorts_within_files`): no row groups along the curve (at Delta's 128 MiB row groups in
+    1 GiB files, eight a file the estimate priced as curve ranges), and the compression measured on rows
+    in no order. `changes`: further threshold overrides."""
     conf = context.spark.conf
     codec = str(conf.get(CODEC_KEY, None) or DELTA_CODEC).lower()
     written = {
@@ -52,8 +59,16 @@ def as_delta_writes(context: TableContext, **changes: object) -> TableContext:
         "codec_level": None,
         "row_group_size": int(conf.get(ROW_GROUP_KEY, None) or DELTA_ROW_GROUP),
         "target_file_size": int(conf.get(MAX_FILE_KEY, None) or DELTA_MAX_FILE),
+        "sorted_within_files": sorts_within_files(conf, session_release(context.spark)),
     }
     return context.with_thresholds(context.thresholds.model_copy(update={**written, **changes}))
+
+
+def sorts_within_files(conf: Any, release: tuple[int, int] | None) -> bool:
+    """Whether Delta's clustering sorts each file's rows by the curve: `SORT_WITHIN_FILES_KEY` set true
+    (as Spark reads a boolean conf: trimmed, any case) on a release that has it (unknown: as the conf says)."""
+    wanted = str(conf.get(SORT_WITHIN_FILES_KEY, None) or "false").strip().lower() == "true"
+    return wanted and (release is None or release >= SORT_WITHIN_FILES_SINCE)
 
 
 def keys_layout(keys: Sequence[str]) -> FeatureSet:

@@ -58,6 +58,8 @@ GROUP_SAMPLE_ROWS = 200
 # 100,000 from all the data): enough for even files, and converting more to Python dominated a layout.
 BOUNDARY_ROWS = 20_000
 
+UNSORTED_SEED = 29  # the shuffled order of a file's rows where the writer sorts none (`sorted_within`)
+
 # Column bytes of a frame written one file per partition, by partition; None: could not be measured.
 Measure = Callable[["DataFrame"], Mapping[int, Mapping[str, int]] | None]
 
@@ -71,14 +73,14 @@ def virtual_files(
     *,
     row_groups: tuple[int, Collection[str]] = (1, ()),
     rows: Callable[[], int] | None = None,
+    sorted_within: bool = True,
 ) -> VirtualFiles:
-    """`sample` clustered on `features` into `files` virtual files with their statistics; with
-    `measure`, also the column bytes `measure` finds for them (one file per virtual file). With
-    `row_groups` = (count, filtered columns), each file's rows, in the order the job sorts them within a
-    file, are also cut into about `count` row groups (at most one per `GROUP_SAMPLE_ROWS` sampled rows),
-    bounded on the columns rows are ordered by (`_ordered_columns`). `rows`: the sample's row count as the
-    caller counts it once for every candidate layout (sparing the layout's pass 1; counted here for
-    joined features, whose lookup is counted as it joins)."""
+    """`sample` clustered on `features` into `files` virtual files with their statistics; with `measure`,
+    also the column bytes `measure` finds for them (one file per virtual file). With `row_groups` = (count,
+    filtered columns), each file's rows, in the order the job sorts them within a file, are cut into about
+    `count` row groups (at most one per `GROUP_SAMPLE_ROWS` sampled rows), bounded on the columns rows are
+    ordered by (`_ordered_columns`); none without `sorted_within` (Delta's OPTIMIZE by default: a file's rows
+    in no order, written shuffled). `rows`: the sample's row count (counted here for joined features)."""
     from pyspark.sql import functions as F
 
     schema = snapshot.spark_schema()
@@ -88,7 +90,7 @@ def virtual_files(
     rows_in = rows() if rows is not None and not features.joined else sample.count()
     prefix = Helpers.avoiding(sample.columns).prefix  # beside the sample's columns: no name of theirs
     file_index, group_index = f"{prefix}file", f"{prefix}group"
-    ordered = _ordered_columns(features, stored)
+    ordered = _ordered_columns(features, stored) if sorted_within else set()
     count = min(row_groups[0], rows_in // (max(files, 1) * GROUP_SAMPLE_ROWS)) if ordered else 0
     cut = GroupIndex(group_index, count) if count > 1 else None
     layout = cluster_frame(
@@ -116,12 +118,22 @@ def virtual_files(
         frame = layout.frame.withColumn(file_index, F.spark_partition_id()).persist()  # the shuffle runs once
         try:
             per_file, groups = _aggregated(frame, (file_index, cut), aggregates, bounded, boxes)
-            measured = measure(frame.select(*[F.col(f"`{n}`") for n in stored.names]))
+            measured = measure(_as_written(frame, stored.names, sorted_within))
         finally:
             frame.unpersist()
     written = {_virtual_path(i): sizes for i, sizes in measured.items()} if measured is not None else None
     made = _files_of(per_file, columns, table_column_types(schema.fields), spec)
     return replace(made, written=written, groups=groups)
+
+
+def _as_written(frame: DataFrame, names: Sequence[str], sorted_within: bool) -> DataFrame:
+    """The stored columns of the laid-out `frame`, each partition's rows as the writer leaves them: in the
+    layout's order, or shuffled where the writer sorts none (Delta's range partitioning hands each file
+    runs of rows from the tasks that read its input, in no order of the layout)."""
+    from pyspark.sql import functions as F
+
+    rows = frame.select(*[F.col(f"`{n}`") for n in names])
+    return rows if sorted_within else rows.sortWithinPartitions(F.rand(UNSORTED_SEED))
 
 
 def _with_spec(sample: DataFrame, features: FeatureSet, delta_columns: set[str]) -> tuple[DataFrame, StatsSpec]:

@@ -52,6 +52,33 @@ def test_virtual_row_groups_follow_the_order_the_job_sorts_a_file_in(unsorted):
     assert virtual_files(sample, snapshot, features, 2).groups == {}  # one group per file: nothing to cut
 
 
+def test_a_writer_that_sorts_no_file_gets_no_row_groups_along_the_layout_and_its_rows_written_shuffled(unsorted):
+    """Delta's OPTIMIZE range-partitions rows into files and leaves each file's rows unsorted by default:
+    priced so (`sorted_within=False`), a file has no row groups along the layout, and the rows measured
+    for compression come in no order of it; the files themselves (their rows, their x ranges) are the same."""
+    from optimizer.estimate.virtual_files import virtual_files
+    from optimizer.features import FeatureSet
+
+    _, snapshot, sample = unsorted
+    features = FeatureSet.from_dict({"z": ["x"]})
+    written: dict[bool, list[list[int]]] = {}
+
+    def capture(order: bool):  # type: ignore[no-untyped-def]
+        def measure(frame):  # type: ignore[no-untyped-def]
+            written[order] = [part for part in frame.rdd.glom().map(lambda rows: [r.x for r in rows]).collect() if part]
+            return {}
+
+        return measure
+
+    ordered = virtual_files(sample, snapshot, features, 2, capture(True), row_groups=(4, ()))
+    shuffled = virtual_files(sample, snapshot, features, 2, capture(False), row_groups=(4, ()), sorted_within=False)
+    assert ordered.groups and shuffled.groups == {}
+    assert all(part == sorted(part) for part in written[True]) and len(written[True]) == 2
+    assert not any(part == sorted(part) for part in written[False])
+    assert sorted(map(sorted, written[False])) == sorted(written[True])  # the same files, rows in another order
+    assert sorted(shuffled.rows.values()) == sorted(ordered.rows.values())
+
+
 @pytest.mark.parametrize(
     "layout",
     [{"z": ["x"], "sop": ["x % 3 = 0"]}, {"z": ["x % 100", "x"]}, {}],

@@ -305,20 +305,22 @@ def test_deltaopt_decisions_names_the_operation_as_databricks_history_does():
 @pytest.mark.parametrize(
     ("conf", "expected"),
     [
-        ({}, ("snappy", 128 << 20, 1 << 30)),  # Delta's defaults, whatever deltaopt's own output is
+        ({}, ("snappy", 128 << 20, 1 << 30, False)),  # Delta's defaults, whatever deltaopt's own output is
         (
             {
                 "spark.sql.parquet.compression.codec": "ZSTD",
                 "spark.hadoop.parquet.block.size": "1048576",
                 "spark.databricks.delta.optimize.maxFileSize": "5000000",
+                "spark.databricks.io.skipping.mdc.sortWithinFiles": " True ",
             },
-            ("zstd", 1 << 20, 5_000_000),
+            ("zstd", 1 << 20, 5_000_000, True),
         ),
     ],
 )
 def test_delta_s_optimize_is_priced_as_delta_writes_its_files(conf, expected):
     """A liquid OPTIMIZE is Delta's writer: the estimate must not credit it with deltaopt's ZSTD and file
-    size (the benchmark found every CLUSTERING estimate pricing SNAPPY -> ZSTD that Delta never wrote)."""
+    size (the benchmark found every CLUSTERING estimate pricing SNAPPY -> ZSTD that Delta never wrote), nor
+    with rows sorted within files unless Delta is set to sort them."""
     from datetime import UTC, datetime
     from types import SimpleNamespace
 
@@ -333,5 +335,23 @@ def test_delta_s_optimize_is_priced_as_delta_writes_its_files(conf, expected):
     delta = as_delta_writes(context, compare_layouts=False).thresholds
 
     output = delta.output
-    assert (output.codec, output.row_group_bytes, delta.target_file_size) == expected
+    assert (output.codec, output.row_group_bytes, delta.target_file_size, delta.sorted_within_files) == expected
+    assert delta.estimate_compression is True  # compaction and codec are still priced: only the order is not
     assert delta.compare_layouts is False and ours.codec == "zstd"  # the table's own thresholds untouched
+
+
+@pytest.mark.parametrize(
+    ("value", "release", "sorts"),
+    [
+        (None, (4, 0), False),  # Delta's default
+        ("false", (4, 0), False),
+        ("TRUE", (4, 0), True),
+        (" true ", None, True),  # a release unknown (Spark Connect): as the conf says
+        ("true", (3, 3), False),  # before Delta 4.0 the conf does not exist and no file is sorted
+    ],
+)
+def test_delta_sorts_a_files_rows_only_where_its_conf_says_so_on_a_release_that_has_it(value, release, sorts):
+    from optimizer.estimate.liquid import SORT_WITHIN_FILES_KEY, sorts_within_files
+
+    conf = {SORT_WITHIN_FILES_KEY: value} if value is not None else {}
+    assert sorts_within_files(_Conf(conf), release) is sorts
