@@ -61,6 +61,7 @@ COLUMNS = (
 DELTA_RANGES, DELTA_BITS = 1000, 10  # Delta's rangeId.max and the bits its Hilbert curve gives each key
 TRAIN = 240  # training queries: about the flow's workload window at its rate
 ARRIVAL = "l_shipdate"  # the flow appends lineitem in batches ordered by it
+SHUFFLE_SEED = 11
 
 
 @dataclass(frozen=True)
@@ -142,24 +143,27 @@ def equal_files(order: np.ndarray, files: int) -> np.ndarray:
     return (np.arange(len(order)) * files) // len(order)
 
 
-def delta_layouts(coded: Coded, keys: Sequence[str], files: int, *, sorted_within: bool) -> list[Layout]:
+def delta_layouts(coded: Coded, keys: Sequence[str], files: int, *, within: str) -> list[Layout]:
     """Delta's ZORDER BY and liquid clustering (Hilbert) on `keys`, over 1,000 ranges a key (ids from 0, the
     first key's bit the most significant of each round, as ``interleave_bits``). Delta range-partitions rows
-    by the curve into files and sorts a file's rows by it only with ``mdc.sortWithinFiles`` (off by
-    default): otherwise a file holds runs of rows from the tasks that read its input, emulated here as
-    arrival order, `l_shipdate`'s (the flow appends date-ordered batches): the most favourable such order
-    for Delta's row groups, since real runs arrive in no fixed order."""
+    by the curve into files and sorts a file's rows by it only with ``mdc.sortWithinFiles`` (`within`
+    "sorted"; off by default): otherwise a file holds runs of rows from the tasks that read its input, in
+    no fixed order, emulated two ways that bound it: "arrival", `l_shipdate`'s order (the flow appends
+    date-ordered batches: the most favourable for Delta's row groups), and "shuffled" (the least)."""
     ids = [
         range_ids(coded.ranks[k].tolist(), quantile_boundaries(coded.ranks[k].tolist(), DELTA_RANGES)) - 1 for k in keys
     ]
     bits = [DELTA_BITS] * len(keys)
     position = np.empty(coded.rows, dtype=np.int64)
-    position[np.argsort(coded.ranks[ARRIVAL], kind="stable")] = np.arange(coded.rows)
+    if within == "arrival":
+        position[np.argsort(coded.ranks[ARRIVAL], kind="stable")] = np.arange(coded.rows)
+    else:
+        position[:] = np.random.default_rng(SHUFFLE_SEED).permutation(coded.rows)
     out = []
     for name, key in (("zorder", interleave_ids(ids[::-1], bits)), ("hilbert", hilbert_ids(ids, bits))):
         order = np.argsort(key, kind="stable")
         in_file = equal_files(order, files)
-        if not sorted_within:  # the same files, each one's rows in arrival order
+        if within != "sorted":  # the same files, each one's rows in the other order
             file_of_row = np.empty(coded.rows, dtype=np.int64)
             file_of_row[order] = in_file
             order = np.lexsort((position, file_of_row))
@@ -233,7 +237,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     service, tree = service_layout(coded, values, kinds, _queries(stream(TRAIN, 123, True)), args)
     file_rows = coded.rows / args.files
     results: dict[str, Any] = {}
-    for layout in [*delta_layouts(coded, keys, args.files, sorted_within=args.delta_sorts_within_files), service]:
+    for layout in [*delta_layouts(coded, keys, args.files, within=args.delta_file_order), service]:
         groups = args.service_row_groups if layout.name == "service" else args.row_groups
         starts = units(layout, groups, file_rows)
         ratios = kept_over_bound(coded, layout, starts, scans, bounds)
@@ -299,7 +303,10 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--z", default="l_shipdate,l_extendedprice", help="the service's curve columns")
     parser.add_argument("--curve", choices=("z", "hilbert"), default="z", help="the service's curve")
     parser.add_argument(
-        "--delta-sorts-within-files", action="store_true", help="as spark.databricks.io.skipping.mdc.sortWithinFiles"
+        "--delta-file-order",
+        choices=("arrival", "shuffled", "sorted"),
+        default="arrival",
+        help="a Delta file's rows: arrival order, shuffled, or sorted (mdc.sortWithinFiles)",
     )
     args = parser.parse_args(argv)
     args.service_row_groups = args.service_row_groups or args.row_groups
@@ -307,13 +314,13 @@ def main(argv: Sequence[str]) -> None:
     print(body)
     suffix = "" if args.service_row_groups == args.row_groups else f"-service{args.service_row_groups}"
     suffix += ("-hilbert" if args.curve == "hilbert" else "") + (
-        "-delta-sorted" if args.delta_sorts_within_files else ""
+        f"-delta-{args.delta_file_order}" if args.delta_file_order != "arrival" else ""
     )
     command = (
         f"python -m benchmarks race-offline --scale {args.scale} --files {args.files} --row-groups {args.row_groups}"
     )
     command += f" --service-row-groups {args.service_row_groups} --z {args.z} --curve {args.curve}"
-    command += " --delta-sorts-within-files" if args.delta_sorts_within_files else ""
+    command += f" --delta-file-order {args.delta_file_order}"
     write_report(
         f"race-offline{suffix}", "Issue 48's race, offline: layouts emulated over one lineitem table", body, command
     )
