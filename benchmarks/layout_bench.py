@@ -29,12 +29,11 @@ import argparse
 import json
 import tempfile
 import time
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from benchmarks.common import table, write_report
-from benchmarks.delta_peers import DeltaPeer
+from benchmarks.delta_peers import DeltaPeer, expert_columns
 from costmodel.cost import DEFAULT_MODEL
 from optimizer import tpch
 from optimizer.analysis import TableContext, analyse_table
@@ -185,10 +184,7 @@ def run(scale: float = 1.0, queries: int = 200, spark_queries: int = 50) -> dict
     features = analyse_table(TableContext(spark, base, "lineitem", log, thresholds, NOW)).features
     print(f"analyser: {features.as_dict()}")
 
-    frequency = Counter(
-        c for _, filters, _ in plan for c in {f.split(" ")[0] for f in filters} if c.startswith("l_") and " " not in c
-    )
-    peer_columns = sorted(frequency, key=lambda c: (-frequency[c], c))[: max(len(features.z), 2)]  # ties: by name
+    peer_columns = list(expert_columns((filters for _, filters, _ in plan), max(len(features.z), 2)))
     layouts: list[tuple[str, object, float]] = [("none (as loaded)", base, 0.0)]
     peer = load("deltars_zorder")
     started = time.perf_counter()

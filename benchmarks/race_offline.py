@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     coded = Coded.of(data)
     values = {c: data.column(c).to_pylist() for c in kinds}
     held = [
-        comparisons(q, kinds) for q in _queries([f"SELECT * FROM lineitem WHERE {w}" for w, _ in held_out(True) if w])
+        comparisons(Query(prepare(where), frozenset(columns), 1.0), kinds) for where, columns in held_out(True) if where
     ]
     bounds = []
     for scan in held:
