@@ -258,6 +258,49 @@ def test_compaction_of_a_file_past_the_cap_is_measured_on_its_leading_rows(spark
 
 
 @pytest.mark.spark
+def test_compaction_weighs_small_appends_and_sized_files_by_their_bytes(spark, tmp_path):
+    """A job that rewrites a day's small appends with files already about an output file's size (a
+    liquid table's unsealed cube) saves dictionaries on the appends only: the estimated compaction
+    matches rewriting every file in its current order, whichever class the log lists first (one run of
+    the appends priced the sized files as if they were appends, one run of a sized file the reverse)."""
+    from pyspark.sql import functions as F
+
+    from optimizer.estimate import stored_bytes
+    from optimizer.estimate.virtual_files import in_stored_order
+    from optimizer.skipping.scan import column_sizes
+    from optimizer.table import open_table
+    from optimizer.table.footers import total_sizes, written_sizes
+    from optimizer.table.output import OutputSettings, resolve_output
+
+    def rows(start: int, count: int):  # type: ignore[no-untyped-def]
+        return (
+            spark.range(start, start + count)
+            .withColumn("day", F.date_add(F.lit("2024-01-01"), (F.rand(seed=start) * 300).cast("int")))
+            .withColumn("x", (F.rand(seed=start + 1) * 600).cast("int"))
+        )
+
+    path = str(tmp_path / "t")
+    rows(0, 80_000).coalesce(2).write.format("delta").save(path)  # two sized files
+    rows(80_000, 80_000).repartition(80).write.format("delta").mode("append").save(path)  # 80 appends
+    table = open_table(path)
+    snapshot = table.snapshot()
+    options = resolve_output(OutputSettings(), snapshot.configuration).writer_options()
+    sample = table.read_files(spark, snapshot.files, snapshot)
+    target = 4  # output files of about a sized file's bytes
+    now = total_sizes(column_sizes(table, f) for f in snapshot.files)
+    for listed in (sorted(snapshot.files, key=lambda f: f.size), sorted(snapshot.files, key=lambda f: -f.size)):
+        every = table.read_files(spark, listed, snapshot)
+        rewritten = total_sizes(written_sizes(table, in_stored_order(every, snapshot, target), options).values())
+        estimated = stored_bytes._compaction(
+            table, snapshot, listed, target_files=target, sample=sample, options=options
+        )
+        assert estimated["day"] < 0.9, "80 small files each repeat a 300-date dictionary"
+        for column in ("day", "x"):
+            truth = rewritten[column] / now[column]
+            assert estimated[column] == pytest.approx(truth, rel=0.05), (column, listed[0].size)
+
+
+@pytest.mark.spark
 @pytest.mark.parametrize(
     "layout",
     [{"z": ["x"]}, {"z": ["x", "y"]}, {"z": ["x"], "sop": ["flag = 'A'"]}, {}],
