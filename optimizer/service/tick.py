@@ -40,6 +40,7 @@ from optimizer.clustering.groups import layout_key
 from optimizer.config import TableSettings
 from optimizer.errors import KNOWN, JobSubmissionError, UnsupportedTableError
 from optimizer.estimate.decision import estimate
+from optimizer.estimate.liquid import as_delta_writes
 from optimizer.features import FeatureSet
 from optimizer.service.context import ServiceContext
 from optimizer.service.draft import Draft, Job, PendingJob
@@ -75,6 +76,16 @@ __all__ = ["ServiceContext", "TickRun", "tick"]
 def _local(job: Job) -> bool:
     """Whether the job runs on the service's own session (whose Delta the estimate reads)."""
     return not isinstance(job, JobSubmissionError) and isinstance(job[0], SparkExecutor)
+
+
+def _by_delta_zorder(context: TableContext, snapshot: Snapshot, index: Mapping[str, ExtendedStats]) -> Decision:
+    """Delta's OPTIMIZE ZORDER BY of a plain table, priced as Delta runs it: what its command can apply
+    (`delta_expressible`), over every file of the table (it cannot be pointed at files: it rewrites them
+    all, clustered or not), written as Delta writes (`as_delta_writes`: its file size, codec and row
+    groups, rows unsorted within files), not as deltaopt's job over the new files."""
+    return estimate(
+        as_delta_writes(context), files=snapshot.files, snapshot=snapshot, index=index, applies=delta_expressible
+    )
 
 
 def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None) -> TickRecord:
@@ -263,9 +274,11 @@ class TickRun:
             return self._liquid(state, context, snapshot, index, job=job)
         new_bytes = sum(f.size for f in snapshot.files if f.path not in index)
         sampled = new_bytes >= table.thresholds.min_new_bytes  # below it the estimate stops before Spark
-        applies = delta_expressible if sampled and sql_only(job()) else None
         with ctx.estimate_slots if sampled else nullcontext():  # Spark samples: a few at once, whatever the count
-            decision = estimate(context, snapshot=snapshot, index=index, applies=applies)
+            if sampled and sql_only(job()):  # only SQL reaches the cluster: Delta's OPTIMIZE ZORDER BY runs the job
+                decision = _by_delta_zorder(context, snapshot, index)
+            else:
+                decision = estimate(context, snapshot=snapshot, index=index)
         draft.decision = decision
         draft.action, draft.reason = Verdict(decision.action), decision.reason
         if decision.features is not None:  # what the estimate would lay data out on for today's workload

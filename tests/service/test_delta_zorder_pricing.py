@@ -1,0 +1,59 @@
+"""Where only SQL reaches the cluster (Spark Connect, Databricks serverless), Delta's OPTIMIZE ZORDER BY runs
+a plain table's job: the tick prices what it can apply as Delta writes it, as the liquid path does."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from optimizer.verdict import Verdict
+from tests.service.test_service import NOW, service  # noqa: F401 - the service fixture
+
+pytestmark = pytest.mark.spark
+MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+
+
+def test_delta_s_zorder_is_priced_as_delta_runs_it_not_as_deltaopt_s_job(service, monkeypatch):  # noqa: F811
+    """Over every file of the table, the clustered ones too (its ZORDER BY cannot be pointed at files), with
+    Delta's maxFileSize, Spark's Parquet codec and its rows unsorted within files (review 63b's C3): the
+    estimate used to price deltaopt's ZSTD files, sorted along the curve, of the new data only."""
+    from optimizer.clustering.by_delta import delta_expressible
+    from optimizer.service import tick as tick_module
+    from optimizer.table import open_table
+    from tests.service.test_service import log_queries, make_table
+
+    ctx, table_path, _ = service
+    spark = ctx.spark()
+    first = tick_module.tick(ctx.config.tables[0], ctx, NOW)  # deltaopt's job clusters the first files
+    assert first.action is Verdict.OPTIMIZE, first.reason
+    make_table(spark, table_path, rows=8000, start=10**6, files=4)
+    log_queries(table_path + "_querylog", count=10, now=NOW + timedelta(minutes=1))
+
+    priced: list[dict[str, object]] = []
+    real = tick_module.estimate
+
+    def spy(context, **kwargs):  # type: ignore[no-untyped-def]
+        priced.append({"thresholds": context.thresholds, **kwargs})
+        return real(context, **kwargs)
+
+    monkeypatch.setattr(tick_module, "sql_only", lambda job: True)  # as a Connect or serverless executor is
+    monkeypatch.setattr(tick_module, "estimate", spy)
+    previous = spark.conf.get(MAX_FILE_SIZE, None)
+    spark.conf.set(MAX_FILE_SIZE, "200000")
+    try:
+        record = tick_module.tick(ctx.config.tables[0], ctx, NOW + timedelta(minutes=2))
+    finally:
+        spark.conf.unset(MAX_FILE_SIZE) if previous is None else spark.conf.set(MAX_FILE_SIZE, previous)
+    ((call),) = priced
+    thresholds = call["thresholds"]
+    assert call["applies"] is delta_expressible
+    every = open_table(table_path).snapshot(record.decision.version).files  # type: ignore[union-attr]
+    assert len(every) > 4 and {f.path for f in call["files"]} == {f.path for f in every}  # type: ignore[attr-defined]
+    assert thresholds.target_file_size == 200_000 and thresholds.codec == "snappy"  # type: ignore[attr-defined]
+    assert not thresholds.sorted_within_files  # type: ignore[attr-defined]
+    assert record.decision is not None and record.decision.benefit is not None, record.reason
+    assert record.decision.new.new_bytes == sum(f.size for f in every)
+    compression = record.decision.benefit.compression
+    assert compression is not None and compression.codec_after == "SNAPPY"
+    assert ctx.config.tables[0].thresholds.codec != "snappy", "the table's own job writes another codec"
