@@ -8,10 +8,11 @@ of them faithfully:
   (`optimizer.table.output`). Measured on real rows at full density: a run of consecutive files to
   rewrite, up to one output file's worth (at most `COMPACTION_BYTES`; a run past it, such as one large
   file, is measured on its leading rows), rewritten in their current order with the job's writer,
-  against their footers. Small files (under half an output file) and the rest are measured on a run of
-  their own each and weighed by their bytes: a run of small appends saves far more than files already
-  about an output file's size, and a job usually rewrites both (a liquid table's unsealed cube with a
-  day's appends: one run of the appends priced every file as if it were one).
+  against their footers. Files are measured by size class (`size_classes`), each on a run of its own
+  within one partition (the job writes no file across partitions), and the classes weighed by their
+  rows: a run of small appends saves far more than files of many megabytes, and a job usually rewrites
+  both (a liquid table's unsealed cube with a day's appends: one run of the appends priced every file
+  as if it were one).
 * **clustering** (row order): sorted runs and small per-file dictionaries compress better. Measured on
   the sample: the same rows written with the job's writer in their current order and in the layout's
   order, cut into the same number of files, so that sampling and file-count effects mostly cancel.
@@ -87,6 +88,18 @@ def measure_baseline(
     return StoredBaseline(compaction, sample_sizes, codec_before, written_with)
 
 
+def size_classes(files: Sequence[DataFile], reach: float) -> list[list[DataFile]]:
+    """`files` by size against `reach` (the most one measured run holds): under 1/32 of it (a streaming
+    writer's appends), under half, and the rest (past it a file's dictionaries and pages are amortised
+    already); the empty classes left out. Each class's compaction saving differs by about an order of
+    magnitude from the next one's, so one run of one class cannot stand for the others."""
+    bounds = (reach / 32, reach / 2)
+    classes: list[list[DataFile]] = [[], [], []]
+    for data_file in files:
+        classes[sum(data_file.size >= bound for bound in bounds)].append(data_file)
+    return [group for group in classes if group]
+
+
 def _compaction(
     table: TableAccess,
     snapshot: Snapshot,
@@ -96,20 +109,17 @@ def _compaction(
     sample: DataFrame,
     options: Mapping[str, str],
 ) -> dict[str, float]:
-    """Per column, bytes of the files rewritten as the job would size them / now: small files (under half
-    an output file's bytes) and the others each measured on a run of their own (`_run_ratios`), and the
-    two ratios weighed by each class's bytes now (its run's column bytes scaled to the class's size)."""
+    """Per column, bytes of the files rewritten as the job would size them / now: each size class
+    (`size_classes`) measured on a run of its own (`_run_ratios`), weighed by the class's rows (its run's
+    column bytes scaled to the class)."""
     output_bytes = sum(f.size for f in files) / max(target_files, 1)
     rows_out = sum(f.num_records or 0 for f in files) / max(target_files, 1)
-    small = [f for f in files if f.size < output_bytes / 2]
-    sized = [f for f in files if f.size >= output_bytes / 2]
     weights: dict[str, float] = {}
     weighed: dict[str, float] = {}
-    for group in (small, sized):
-        if not group:
-            continue
-        now, ratios = _run_ratios(table, snapshot, group, rows_out=rows_out, sample=sample, options=options)
-        scale = sum(f.size for f in group) / max(sum(now.values()), 1)  # the class's bytes per run byte
+    for group in size_classes(files, min(output_bytes, COMPACTION_BYTES)):
+        run = _run(group, rows_out)
+        now, rows, ratios = _run_ratios(table, snapshot, run, rows_out=rows_out, sample=sample, options=options)
+        scale = _class_scale(group, run, now, rows)
         for column, ratio in ratios.items():
             weight = now.get(column, 0) * scale
             weights[column] = weights.get(column, 0.0) + weight
@@ -117,26 +127,47 @@ def _compaction(
     return {c: (weighed[c] / w if w else 1.0) for c, w in weights.items()}
 
 
-def _run_ratios(
-    table: TableAccess,
-    snapshot: Snapshot,
-    files: Sequence[DataFile],
-    *,
-    rows_out: float,
-    sample: DataFrame,
-    options: Mapping[str, str],
-) -> tuple[dict[str, int], dict[str, float]]:
-    """A run of consecutive `files` (log order: the order the writer produced them) up to one output
-    file's `rows_out` rows or `COMPACTION_BYTES`, rewritten in its order: its column bytes now (footers)
-    and, per column, bytes rewritten / now."""
+def _run(files: Sequence[DataFile], rows_out: float) -> list[DataFile]:
+    """Consecutive files (log order: the order the writer produced them) of the partition holding most of
+    `files`' bytes, up to one output file's `rows_out` rows or `COMPACTION_BYTES`: the job writes no
+    file across partitions, so neither does the measurement."""
+    by_partition: dict[tuple[tuple[str, str | None], ...], list[DataFile]] = {}
+    for data_file in files:
+        by_partition.setdefault(tuple(sorted(data_file.partition_values.items())), []).append(data_file)
+    largest = max(by_partition.values(), key=lambda group: sum(f.size for f in group))
     run: list[DataFile] = []
     rows = size = 0
-    for data_file in files:
+    for data_file in largest:
         run.append(data_file)
         rows += data_file.num_records or 0
         size += data_file.size
         if rows >= rows_out or size >= COMPACTION_BYTES:
             break
+    return run
+
+
+def _class_scale(group: Sequence[DataFile], run: Sequence[DataFile], now: Mapping[str, int], rows: int) -> float:
+    """How many times the class holds what its run measured: by rows (`rows`, the rows measured) where
+    every file's count is known, else by bytes (file sizes count footers, so small files weigh a little
+    more than they hold)."""
+    if rows and all(f.num_records is not None for f in group):
+        return sum(f.num_records or 0 for f in group) / rows
+    return sum(f.size for f in group) / max(sum(now.values()), 1)
+
+
+def _run_ratios(
+    table: TableAccess,
+    snapshot: Snapshot,
+    run: Sequence[DataFile],
+    *,
+    rows_out: float,
+    sample: DataFrame,
+    options: Mapping[str, str],
+) -> tuple[dict[str, int], int, dict[str, float]]:
+    """`run` rewritten in its order as the job would size it: its column bytes now (footers), the rows
+    measured and, per column, bytes rewritten / now."""
+    rows = sum(f.num_records or 0 for f in run)
+    size = sum(f.size for f in run)
     names = snapshot.features.logical_names
     now = total_sizes(sizes for f in run if (sizes := column_sizes(table, f, names)) is not None)
     frame = table.read_files(sample.sparkSession, run, snapshot)
@@ -150,7 +181,7 @@ def _run_ratios(
         frame = frame.limit(rows)
     pieces = max(1, round(rows / rows_out)) if rows_out else 1
     rewritten = total_sizes(written_sizes(table, in_stored_order(frame, snapshot, pieces), options).values())
-    return now, compression_ratios(now, rewritten)
+    return now, rows, compression_ratios(now, rewritten)
 
 
 def layout_measure(table: TableAccess, baseline: StoredBaseline) -> Measure:

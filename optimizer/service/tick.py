@@ -83,9 +83,13 @@ def _by_delta_zorder(context: TableContext, snapshot: Snapshot, index: Mapping[s
     (`delta_expressible`), over every file of the table (it cannot be pointed at files: it rewrites them
     all, clustered or not), written as Delta writes (`as_delta_writes`: its file size, codec and row
     groups, rows unsorted within files), not as deltaopt's job over the new files."""
-    return estimate(
+    decision = estimate(
         as_delta_writes(context), files=snapshot.files, snapshot=snapshot, index=index, applies=delta_expressible
     )
+    unclustered = sum(1 for f in snapshot.files if f.path not in index)
+    every = len(snapshot.files)
+    said = f"Delta's ZORDER BY rewrites every file: its new data counts all {every}, {unclustered} unclustered"
+    return replace(decision, reason=f"{decision.reason}; {said}")
 
 
 def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None) -> TickRecord:
@@ -328,10 +332,12 @@ class TickRun:
         full: bool = False,
     ) -> TableState:
         """The estimate says optimise: with the young runs laid out the same way when the union nets more
-        (`service.merge`; not a liquid table's, whose files Delta's OPTIMIZE picks); the job for the fleet
-        queue, unless a dry run."""
+        (`service.merge`; not where Delta's OPTIMIZE picks the files); the job for the fleet queue, unless
+        a dry run."""
         now, draft = self.now, self.draft
-        merging = liquid is None and not self.ctx.stopping.is_set()
+        # no merge where Delta's OPTIMIZE runs the job: a liquid table's files are Delta's to pick, and its
+        # ZORDER BY (SQL only) rewrites every file, young runs included, whatever deltaopt would merge
+        merging = liquid is None and not self.ctx.stopping.is_set() and not sql_only(job())
         draft.merge = plan_merge(context, state, decision) if merging else None
         files: tuple[str, ...] | None = None
         merged = None

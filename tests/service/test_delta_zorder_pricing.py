@@ -19,6 +19,7 @@ def test_delta_s_zorder_is_priced_as_delta_runs_it_not_as_deltaopt_s_job(service
     Delta's maxFileSize, Spark's Parquet codec and its rows unsorted within files (review 63b's C3): the
     estimate used to price deltaopt's ZSTD files, sorted along the curve, of the new data only."""
     from optimizer.clustering.by_delta import delta_expressible
+    from optimizer.service import merge as merge_module
     from optimizer.service import tick as tick_module
     from optimizer.table import open_table
     from tests.service.test_service import log_queries, make_table
@@ -27,7 +28,7 @@ def test_delta_s_zorder_is_priced_as_delta_runs_it_not_as_deltaopt_s_job(service
     spark = ctx.spark()
     first = tick_module.tick(ctx.config.tables[0], ctx, NOW)  # deltaopt's job clusters the first files
     assert first.action is Verdict.OPTIMIZE, first.reason
-    make_table(spark, table_path, rows=8000, start=10**6, files=4)
+    make_table(spark, table_path, rows=20000, start=10**6, files=4)  # about the first run's size: a merge pays
     log_queries(table_path + "_querylog", count=10, now=NOW + timedelta(minutes=1))
 
     priced: list[dict[str, object]] = []
@@ -39,12 +40,14 @@ def test_delta_s_zorder_is_priced_as_delta_runs_it_not_as_deltaopt_s_job(service
 
     monkeypatch.setattr(tick_module, "sql_only", lambda job: True)  # as a Connect or serverless executor is
     monkeypatch.setattr(tick_module, "estimate", spy)
+    monkeypatch.setattr(merge_module, "estimate", spy)  # a merge would price young runs as deltaopt's job
     previous = spark.conf.get(MAX_FILE_SIZE, None)
     spark.conf.set(MAX_FILE_SIZE, "200000")
     try:
         record = tick_module.tick(ctx.config.tables[0], ctx, NOW + timedelta(minutes=2))
     finally:
         spark.conf.unset(MAX_FILE_SIZE) if previous is None else spark.conf.set(MAX_FILE_SIZE, previous)
+    assert record.merge is None, "Delta's ZORDER BY rewrites the young runs anyway: nothing to merge"
     ((call),) = priced
     thresholds = call["thresholds"]
     assert call["applies"] is delta_expressible
@@ -54,6 +57,9 @@ def test_delta_s_zorder_is_priced_as_delta_runs_it_not_as_deltaopt_s_job(service
     assert not thresholds.sorted_within_files  # type: ignore[attr-defined]
     assert record.decision is not None and record.decision.benefit is not None, record.reason
     assert record.decision.new.new_bytes == sum(f.size for f in every)
+    assert (
+        f"Delta's ZORDER BY rewrites every file: its new data counts all {len(every)}, 4 unclustered" in record.reason
+    )
     compression = record.decision.benefit.compression
     assert compression is not None and compression.codec_after == "SNAPPY"
     assert ctx.config.tables[0].thresholds.codec != "snappy", "the table's own job writes another codec"
