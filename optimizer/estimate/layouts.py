@@ -9,6 +9,7 @@ decision); the cost comes from the calibrated model.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -219,6 +220,13 @@ class WorkloadReplay:
     row_groups: int = 1
 
 
+def output_files(size: float, thresholds: Thresholds) -> int:
+    """How many files the rewrite writes for `size` bytes in: `size` / ``target_file_size`` rounded as its
+    writer rounds (`Thresholds.file_count`), at least one."""
+    files = size / thresholds.target_file_size
+    return max(1, math.floor(files) if thresholds.file_count == "down" else round(files))
+
+
 def workload_replay(
     table: TableAccess,
     snapshot: Snapshot,
@@ -240,7 +248,7 @@ def workload_replay(
     filtered = frozenset(c for query in queries for c in column_names_of(query.predicate))
     types = {n: t for n, t in table_column_types(snapshot.spark_schema().fields).items() if n.lower() in filtered}
     groups = {f.path: file_row_groups(table, f, types, names) for f in files}
-    target_files = max(1, round(sum(f.size for f in files) / thresholds.target_file_size))
+    target_files = output_files(sum(f.size for f in files), thresholds)
     helpers = joined_helpers(records, locations or {})
     versions = dimension_versions(location for _, location, _ in helpers)
     current = [with_joined_ranges(s, helpers) for s in table_file_stats(table, snapshot, files, index, versions)]

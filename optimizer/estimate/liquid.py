@@ -51,7 +51,8 @@ def as_delta_writes(context: TableContext, **changes: object) -> TableContext:
     its file size, which Delta never writes; nor with rows sorted within files where Delta leaves them
     unsorted (`sorts_within_files`): no row groups along the curve (at Delta's 128 MiB row groups in
     1 GiB files, eight a file the estimate priced as curve ranges), and the compression measured on rows
-    in no order. `changes`: further threshold overrides."""
+    in no order; nor with one file more than Delta writes (it rounds the file count down). `changes`: further
+    threshold overrides."""
     conf = context.spark.conf
     codec = str(conf.get(CODEC_KEY, None) or DELTA_CODEC).lower()
     written = {
@@ -60,6 +61,7 @@ def as_delta_writes(context: TableContext, **changes: object) -> TableContext:
         "row_group_size": int(conf.get(ROW_GROUP_KEY, None) or DELTA_ROW_GROUP),
         "target_file_size": int(conf.get(MAX_FILE_KEY, None) or DELTA_MAX_FILE),
         "sorted_within_files": sorts_within_files(conf, session_release(context.spark)),
+        "file_count": "down",  # OptimizeExecutor: max(1, totalSize / maxFileSize), an integer division
     }
     return context.with_thresholds(context.thresholds.model_copy(update={**written, **changes}))
 

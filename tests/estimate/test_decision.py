@@ -381,3 +381,15 @@ def test_virtual_files_by_file_index_equal_the_files_the_layout_would_write(spar
         assert by_index.rows == written.rows
         assert sorted(by_index.files, key=lambda f: f.path) == sorted(written.files, key=lambda f: f.path)
         assert len(by_index.rows) >= 10, by_index.rows  # about the 12 files asked for
+
+
+def test_output_files_are_counted_as_the_writer_counts_them():
+    """deltaopt's job rounds bytes / target to the nearest whole file; Delta's OPTIMIZE writes
+    max(1, bytes / maxFileSize) files, an integer division (`as_delta_writes` sets ``file_count: down``):
+    2.6 files' worth of bytes are 3 of deltaopt's files and 2 of Delta's, priced as that many."""
+    from optimizer.estimate.layouts import output_files
+
+    ours = Thresholds(target_file_size=1000)
+    delta = ours.model_copy(update={"file_count": "down"})
+    assert [output_files(size, ours) for size in (400, 2400, 2600)] == [1, 2, 3]
+    assert [output_files(size, delta) for size in (400, 2600, 2999, 3000)] == [1, 2, 2, 3]

@@ -336,6 +336,7 @@ def test_delta_s_optimize_is_priced_as_delta_writes_its_files(conf, expected):
 
     output = delta.output
     assert (output.codec, output.row_group_bytes, delta.target_file_size, delta.sorted_within_files) == expected
+    assert delta.file_count == "down" and ours.file_count == "nearest"  # Delta: max(1, bytes / maxFileSize)
     assert delta.estimate_compression is True  # compaction and codec are still priced: only the order is not
     assert delta.compare_layouts is False and ours.codec == "zstd"  # the table's own thresholds untouched
 
