@@ -243,7 +243,14 @@ def _estimate(decision: dict[str, Any] | None) -> dict[str, Any]:
     if not decision:
         return {}
     benefit = decision.get("benefit") or {}
-    keep = ("bytes_per_query_before", "bytes_per_query_after", "bytes_per_query_total", "benefit", "saved_mb_per_query")
+    keep = (
+        "bytes_per_query_before",
+        "bytes_per_query_after_skipping",  # at today's bytes: the skipping part, compression apart
+        "bytes_per_query_after",
+        "bytes_per_query_total",
+        "benefit",
+        "saved_mb_per_query",
+    )
     return {
         "net": decision.get("net"),
         "cost": (decision.get("cost") or {}).get("seconds"),
