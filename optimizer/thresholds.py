@@ -102,9 +102,9 @@ class Thresholds(StrictModel):
     )
     file_count: Literal["nearest", "down"] = Field(
         "nearest",
-        description="how the rewrite counts its output files, input bytes / target_file_size: deltaopt's job rounds "
-        "to the nearest whole number; the service sets it down where it prices Delta's own OPTIMIZE, which writes "
-        "max(1, bytes / maxFileSize) files in whole numbers",
+        description="how the estimate counts the rewrite's output files: bytes / target_file_size to the nearest, "
+        "as deltaopt's job always writes them; the service sets it down where it prices Delta's own OPTIMIZE "
+        "(max(1, bytes / maxFileSize) per partition, in whole numbers); leave it nearest",
     )
     codec: Literal["zstd", "snappy", "gzip", "lz4", "lz4_raw", "none", "uncompressed"] = Field(
         "zstd", description="Parquet codec OPTIMIZE writes (the table's delta.parquet.compression.codec wins)"

@@ -220,11 +220,18 @@ class WorkloadReplay:
     row_groups: int = 1
 
 
-def output_files(size: float, thresholds: Thresholds) -> int:
-    """How many files the rewrite writes for `size` bytes in: `size` / ``target_file_size`` rounded as its
-    writer rounds (`Thresholds.file_count`), at least one."""
-    files = size / thresholds.target_file_size
-    return max(1, math.floor(files) if thresholds.file_count == "down" else round(files))
+def output_files(files: Sequence[DataFile], thresholds: Thresholds) -> int:
+    """How many files the rewrite writes for `files`, as its writer counts (`Thresholds.file_count`):
+    deltaopt's job, bytes / ``target_file_size`` rounded to the nearest, at least one; Delta's OPTIMIZE,
+    one bin per partition, each max(1, its bytes / maxFileSize) in whole numbers (OptimizeExecutor)."""
+    target = thresholds.target_file_size
+    if thresholds.file_count == "nearest":
+        return max(1, round(sum(f.size for f in files) / target))
+    partitions: dict[tuple[tuple[str, str | None], ...], int] = {}
+    for data_file in files:
+        key = tuple(sorted(data_file.partition_values.items()))
+        partitions[key] = partitions.get(key, 0) + data_file.size
+    return sum(max(1, math.floor(size / target)) for size in partitions.values()) or 1
 
 
 def workload_replay(
@@ -248,7 +255,7 @@ def workload_replay(
     filtered = frozenset(c for query in queries for c in column_names_of(query.predicate))
     types = {n: t for n, t in table_column_types(snapshot.spark_schema().fields).items() if n.lower() in filtered}
     groups = {f.path: file_row_groups(table, f, types, names) for f in files}
-    target_files = output_files(sum(f.size for f in files), thresholds)
+    target_files = output_files(files, thresholds)
     helpers = joined_helpers(records, locations or {})
     versions = dimension_versions(location for _, location, _ in helpers)
     current = [with_joined_ranges(s, helpers) for s in table_file_stats(table, snapshot, files, index, versions)]

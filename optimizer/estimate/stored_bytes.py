@@ -117,7 +117,7 @@ def _compaction(
     weights: dict[str, float] = {}
     weighed: dict[str, float] = {}
     for group in size_classes(files, min(output_bytes, COMPACTION_BYTES)):
-        run = _run(group, rows_out)
+        run = _run(group, rows_out, output_bytes)
         now, rows, ratios = _run_ratios(table, snapshot, run, rows_out=rows_out, sample=sample, options=options)
         scale = _class_scale(group, run, now, rows)
         for column, ratio in ratios.items():
@@ -127,10 +127,10 @@ def _compaction(
     return {c: (weighed[c] / w if w else 1.0) for c, w in weights.items()}
 
 
-def _run(files: Sequence[DataFile], rows_out: float) -> list[DataFile]:
+def _run(files: Sequence[DataFile], rows_out: float, output_bytes: float) -> list[DataFile]:
     """Consecutive files (log order: the order the writer produced them) of the partition holding most of
-    `files`' bytes, up to one output file's `rows_out` rows or `COMPACTION_BYTES`: the job writes no
-    file across partitions, so neither does the measurement."""
+    `files`' bytes, up to one output file (`rows_out` rows where the log counts them, else `output_bytes`)
+    or `COMPACTION_BYTES`: the job writes no file across partitions, so neither does the measurement."""
     by_partition: dict[tuple[tuple[str, str | None], ...], list[DataFile]] = {}
     for data_file in files:
         by_partition.setdefault(tuple(sorted(data_file.partition_values.items())), []).append(data_file)
@@ -141,7 +141,7 @@ def _run(files: Sequence[DataFile], rows_out: float) -> list[DataFile]:
         run.append(data_file)
         rows += data_file.num_records or 0
         size += data_file.size
-        if rows >= rows_out or size >= COMPACTION_BYTES:
+        if rows >= rows_out > 0 or size >= min(output_bytes, COMPACTION_BYTES):
             break
     return run
 

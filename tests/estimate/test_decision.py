@@ -385,11 +385,31 @@ def test_virtual_files_by_file_index_equal_the_files_the_layout_would_write(spar
 
 def test_output_files_are_counted_as_the_writer_counts_them():
     """deltaopt's job rounds bytes / target to the nearest whole file; Delta's OPTIMIZE writes
-    max(1, bytes / maxFileSize) files, an integer division (`as_delta_writes` sets ``file_count: down``):
-    2.6 files' worth of bytes are 3 of deltaopt's files and 2 of Delta's, priced as that many."""
+    max(1, bytes / maxFileSize) files per partition, an integer division (`as_delta_writes` sets
+    ``file_count: down``): 2.6 files' worth of bytes are 3 of deltaopt's files and 2 of Delta's, and
+    ten partitions of 0.4 files' worth each are 4 of deltaopt's and 10 of Delta's."""
     from optimizer.estimate.layouts import output_files
+    from optimizer.table.access import DataFile
+
+    def files(*sizes: int, partitions: int = 1) -> list[DataFile]:
+        return [DataFile(f"f{i}", size, None, 0, {"p": str(i % partitions)}) for i, size in enumerate(sizes)]
 
     ours = Thresholds(target_file_size=1000)
     delta = ours.model_copy(update={"file_count": "down"})
-    assert [output_files(size, ours) for size in (400, 2400, 2600)] == [1, 2, 3]
-    assert [output_files(size, delta) for size in (400, 2600, 2999, 3000)] == [1, 2, 2, 3]
+    assert [output_files(files(size), ours) for size in (400, 2400, 2600)] == [1, 2, 3]
+    assert [output_files(files(size), delta) for size in (400, 2600, 2999, 3000)] == [1, 2, 2, 3]
+    assert output_files(files(1300, 1300), delta) == 2  # one partition: 2,600 bytes
+    spread = files(*[400] * 10, partitions=10)
+    assert (output_files(spread, ours), output_files(spread, delta)) == (4, 10)
+
+
+def test_a_compaction_run_without_row_counts_stops_at_an_output_file_of_bytes():
+    """Where the log counts no rows, a run of appends still gathers one output file's worth (by bytes):
+    it stopped after the first file, pricing no compaction at all (review 64b)."""
+    from optimizer.estimate.stored_bytes import _run
+    from optimizer.table.access import DataFile
+
+    uncounted = [DataFile(f"a{i}", 100, None) for i in range(50)]
+    assert len(_run(uncounted, 0, 1000)) == 10
+    counted = [DataFile(f"a{i}", 100, 10) for i in range(50)]
+    assert len(_run(counted, 40, 1000)) == 4  # rows first where counted
