@@ -22,7 +22,7 @@ from optimizer.clustering.zorder import GroupIndex, Helpers
 from optimizer.estimate.leaf_boxes import LEAF_RANGE, LeafBoxes
 from optimizer.features import FeatureSet, ZFeature
 from optimizer.skipping.collect import StatsSpec, stats_spec
-from optimizer.skipping.filestats import FileStats, file_stats, table_column_types
+from optimizer.skipping.filestats import INTEGER_RANGES, FileStats, file_stats, table_column_types
 from optimizer.table.access import DataFile, Snapshot
 from optimizer.table.footer_stats import footer_type
 from optimizer.table.stats import (
@@ -85,7 +85,7 @@ def virtual_files(
 
     schema = snapshot.spark_schema()
     stored = data_columns(schema, snapshot.partition_columns)
-    columns = stats_columns(stored, snapshot.configuration)
+    columns = [*stats_columns(stored, snapshot.configuration), *_partition_stats(schema, snapshot.partition_columns)]
     sample, spec = _with_spec(sample, features, {c.name.lower() for c in columns if c.minmax})
     rows_in = rows() if rows is not None and not features.joined else sample.count()
     prefix = Helpers.avoiding(sample.columns).prefix  # beside the sample's columns: no name of theirs
@@ -124,6 +124,24 @@ def virtual_files(
     written = {_virtual_path(i): sizes for i, sizes in measured.items()} if measured is not None else None
     made = _files_of(per_file, columns, table_column_types(schema.fields), spec)
     return replace(made, written=written, groups=groups)
+
+
+def _partition_stats(schema: StructType, partition_columns: Sequence[str]) -> list[StatsColumn]:
+    """The partition columns as statistics of the virtual files: a real file's partition value bounds it
+    (`skipping.filestats._partition_bounds`), so a virtual file's range over its rows must too, or a
+    filter on the partition column would prune the files before and none after. Only the types a
+    partition value bounds (strings and `partition_value`'s): timestamps stay unknown on both sides."""
+    kept = {name.lower() for name in partition_columns}
+    return [
+        StatsColumn((f.name,), f.dataType.simpleString(), True)
+        for f in schema.fields
+        if f.name.lower() in kept and _bounded_partition_type(f.dataType.simpleString())
+    ]
+
+
+def _bounded_partition_type(type_name: str) -> bool:
+    name = type_name.lower()
+    return name in (*INTEGER_RANGES, "string", "date") or name.startswith("decimal(")
 
 
 def _as_written(frame: DataFrame, names: Sequence[str], sorted_within: bool) -> DataFrame:

@@ -16,8 +16,10 @@ deltaopt):
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
@@ -26,6 +28,13 @@ from optimizer.skipping.values import family
 from optimizer.table.access import DataFile
 
 TIMESTAMP_SLACK = dt.timedelta(milliseconds=1)
+# partition values as the Delta protocol spells them; Python's own parsers take more (underscores, ISO weeks)
+_INTEGER, _DECIMAL = re.compile(r"[+-]?[0-9]+"), re.compile(r"[+-]?([0-9]+)(?:\.([0-9]+))?")
+_DATE, _DECIMAL_TYPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"), re.compile(r"decimal\(([0-9]+),\s*([0-9]+)\)")
+INTEGER_RANGES = {
+    name: (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    for name, bits in (("tinyint", 8), ("smallint", 16), ("int", 32), ("bigint", 64))
+}
 
 
 @dataclass(frozen=True)
@@ -135,14 +144,49 @@ def _joined_bounds(
 
 
 def _partition_bounds(type_name: str, value: str | None) -> Bounds:
-    """A partition value is exact; partition values arrive as strings and are compared as such only for
-    string columns (other types: no bounds, the file is kept)."""
+    """A partition value is exact: every row of the file holds it. Values arrive as the log spells them
+    and bound the file where that spelling is unambiguous (`partition_value`); otherwise no bounds, and
+    the file is kept."""
     kind = family(type_name)
     if value is None:
         return Bounds(kind, None, None, nulls=None)
     if kind == "string":
         return Bounds(kind, value, value if len(value) < STRING_PREFIX else None, nulls=0)
-    return Bounds("other")
+    parsed = partition_value(type_name, value)
+    return Bounds("other") if parsed is None else Bounds(kind, parsed, parsed, nulls=0)
+
+
+def _decimal(type_name: str, value: str) -> Decimal | None:
+    """A decimal partition value that fits its column's precision and scale as spelled (Spark reads one
+    past them rounded, or as null)."""
+    spelled, typed = _DECIMAL.fullmatch(value), _DECIMAL_TYPE.fullmatch(type_name)
+    if spelled is None or typed is None:
+        return None
+    whole, fraction = spelled.group(1).lstrip("0"), spelled.group(2) or ""
+    precision, scale = int(typed.group(1)), int(typed.group(2))
+    return Decimal(value) if len(fraction) <= scale and len(whole) <= precision - scale else None
+
+
+def partition_value(type_name: str, value: str) -> Any:
+    """A non-string partition value as its column's type, where the Delta protocol's spelling is one
+    value: integers, decimals, dates (``YYYY-MM-DD``), booleans; None for anything else or anything
+    that does not parse. Timestamps stay unknown (writers spelled them in the session's zone, with no
+    zone), and so do floats (NaN and -0.0 compare unlike their spellings)."""
+    name = type_name.lower()
+    try:
+        if name in INTEGER_RANGES and _INTEGER.fullmatch(value):
+            low, high = INTEGER_RANGES[name]
+            number = int(value)
+            return number if low <= number <= high else None  # out of range: Spark reads it as null
+        if name.startswith("decimal"):
+            return _decimal(name, value)
+        if name == "date" and _DATE.fullmatch(value):
+            return dt.date.fromisoformat(value)
+    except ValueError:  # a date out of the calendar
+        return None
+    if name == "boolean":
+        return {"true": True, "false": False}.get(value.lower())
+    return None
 
 
 def table_column_types(schema_fields: Any, prefix: str = "") -> dict[str, str]:

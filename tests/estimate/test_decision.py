@@ -413,3 +413,34 @@ def test_a_compaction_run_without_row_counts_stops_at_an_output_file_of_bytes():
     assert len(_run(uncounted, 0, 1000)) == 10
     counted = [DataFile(f"a{i}", 100, 10) for i in range(50)]
     assert len(_run(counted, 40, 1000)) == 4  # rows first where counted
+
+
+@pytest.mark.spark
+def test_a_partition_filter_prunes_the_files_before_and_the_virtual_files_after(spark, tmp_path):
+    """Queries that filter an int partition column read one partition of four, before (the real files'
+    partition values) and after (each virtual file's range of the partition column): the estimate used to
+    price every partition on both sides, four times the saving a reader sees."""
+    from pyspark.sql import functions as F
+
+    from optimizer.analysis import TableContext
+    from optimizer.estimate.decision import estimate
+    from optimizer.table import open_table
+    from querylog.store import QueryLogTable
+
+    table = open_table(str(tmp_path / "t"))
+    frame = (
+        spark.range(40000)
+        .withColumn("part", (F.col("id") % 4).cast("int"))
+        .withColumn("x", (F.col("id") * 7919) % 1000)
+        .withColumn("pad", F.sha2(F.col("id").cast("string"), 256))
+    )
+    table.create(spark, frame.repartition(8), partition_by=["part"])
+    log = QueryLogTable(str(tmp_path / "t_querylog"))
+    log.append([r for v in range(0, 1000, 25) for r in records(f"part = {v % 4}", f"x = {v}", count=3)])
+    thresholds = Thresholds(min_new_bytes=1, target_file_size=100_000, sample_rows=20000, min_comparison_points=3)
+    decision = estimate(TableContext(spark, table, "t", log, thresholds, NOW, DEFAULT_MODEL))
+    benefit = decision.benefit
+    assert benefit is not None, decision.reason
+    total = benefit.bytes_per_query_total
+    assert 0.2 * total < benefit.bytes_per_query_before < 0.3 * total  # one partition of four, every file of it
+    assert benefit.bytes_per_query_after_skipping < 0.5 * benefit.bytes_per_query_before  # x, within that partition

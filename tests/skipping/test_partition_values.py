@@ -1,0 +1,80 @@
+"""Partition values bound a file: every row of the file holds them. Spelled as the Delta log spells them,
+they prune like exact statistics, for strings, integers, decimals, dates and booleans; any other spelling
+or type (timestamps, floats) keeps the file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from optimizer.skipping.filestats import file_stats, partition_value
+from optimizer.skipping.pruning import might_match, prepare
+from optimizer.table.access import DataFile
+from tests.skipping.oracle import TYPES, predicate_strategy, row_strategy
+
+PARTITIONED = ("i", "s", "d", "b", "p")  # the oracle's columns a table may be partitioned by, all but t and f
+
+
+def spelled(value: Any) -> str | None:
+    """A partition value as a Delta writer records it in the log."""
+    if value is None:
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(row=row_strategy(), predicate=predicate_strategy())
+def test_a_file_whose_partition_values_match_is_never_skipped(row, predicate):
+    text, oracle = predicate
+    data_file = DataFile("f", 100, 3, 0, {c: spelled(row[c]) for c in PARTITIONED})  # t and f: no statistics
+    if oracle(row) is True:
+        assert might_match(prepare(text), file_stats(data_file, TYPES, None)), (text, row)
+
+
+@pytest.mark.parametrize(
+    ("where", "kept"),
+    [
+        ("i = 4", False),
+        ("i = 3", True),
+        ("i > 3", False),
+        ("d >= DATE '2024-03-02'", False),
+        ("d = '2024-03-01'", True),
+        ("p < 3.5", False),
+        ("p = 3.50", True),
+        ("b = FALSE", False),
+        ("b", True),
+        ("i IS NULL", False),
+    ],
+)
+def test_partition_values_of_every_bounded_type_prune(where, kept):
+    values = {"i": "3", "d": "2024-03-01", "p": "3.50", "b": "true", "s": "x"}
+    stats = file_stats(DataFile("f", 100, 3, 0, values), TYPES, None)
+    assert might_match(prepare(where), stats) is kept
+
+
+@pytest.mark.parametrize(
+    ("type_name", "value"),
+    [
+        ("bigint", "1_000"),
+        ("bigint", ""),
+        ("bigint", " 5"),
+        ("int", "99999999999"),
+        ("int", "٥"),
+        ("date", "20240301"),
+        ("date", "2024-02-30"),
+        ("decimal(10,2)", "1.505"),
+        ("decimal(4,2)", "123.5"),
+        ("decimal(10,2)", "1e3"),
+        ("boolean", "1"),
+        ("timestamp", "2024-03-01 00:00:00"),
+        ("double", "1.5"),
+    ],
+)
+def test_a_spelling_a_reader_might_read_otherwise_bounds_nothing(type_name, value):
+    """Python parses more than Spark casts (underscores, other digits, ISO weeks), and Spark reads a value
+    past its type's range or scale as null or rounded: such a value must keep the file."""
+    assert partition_value(type_name, value) is None
+    stats = file_stats(DataFile("f", 100, 3, 0, {"x": value}), {"x": type_name}, None)
+    assert stats.columns["x"].low is None and stats.columns["x"].high is None
