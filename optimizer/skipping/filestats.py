@@ -29,8 +29,10 @@ from optimizer.table.access import DataFile
 
 TIMESTAMP_SLACK = dt.timedelta(milliseconds=1)
 # partition values as the Delta protocol spells them; Python's own parsers take more (underscores, ISO weeks)
-_INTEGER, _DECIMAL = re.compile(r"[+-]?[0-9]+"), re.compile(r"[+-]?([0-9]+)(?:\.([0-9]+))?")
-_DATE, _DECIMAL_TYPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"), re.compile(r"decimal\(([0-9]+),\s*([0-9]+)\)")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+)(?:\.([0-9]+))?")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_DECIMAL_TYPE = re.compile(r"decimal\(([0-9]+),\s*([0-9]+)\)")
 INTEGER_RANGES = {
     name: (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
     for name, bits in (("tinyint", 8), ("smallint", 16), ("int", 32), ("bigint", 64))
@@ -159,11 +161,14 @@ def _partition_bounds(type_name: str, value: str | None) -> Bounds:
 def _decimal(type_name: str, value: str) -> Decimal | None:
     """A decimal partition value that fits its column's precision and scale as spelled (Spark reads one
     past them rounded, or as null)."""
-    spelled, typed = _DECIMAL.fullmatch(value), _DECIMAL_TYPE.fullmatch(type_name)
+    spelled = _DECIMAL.fullmatch(value)
+    typed = _DECIMAL_TYPE.fullmatch(type_name)
     if spelled is None or typed is None:
         return None
-    whole, fraction = spelled.group(1).lstrip("0"), spelled.group(2) or ""
-    precision, scale = int(typed.group(1)), int(typed.group(2))
+    whole = spelled.group(1).lstrip("0")
+    fraction = spelled.group(2) or ""
+    precision = int(typed.group(1))
+    scale = int(typed.group(2))
     return Decimal(value) if len(fraction) <= scale and len(whole) <= precision - scale else None
 
 
