@@ -155,7 +155,8 @@ def _partition_bounds(type_name: str, value: str | None) -> Bounds:
     if kind == "string":
         return Bounds(kind, value, value if len(value) < STRING_PREFIX else None, nulls=0)
     parsed = partition_value(type_name, value)
-    return Bounds("other") if parsed is None else Bounds(kind, parsed, parsed, nulls=0)
+    # unparsed: no bounds, but the column's family (a timestamp stays zone-dependent: `skipping.zones`)
+    return Bounds(kind) if parsed is None else Bounds(kind, parsed, parsed, nulls=0)
 
 
 def _decimal(type_name: str, value: str) -> Decimal | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -181,14 +182,24 @@ def _comparison(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
     bounds = _bounds(left, stats)
     if bounds is None:
         return MAYBE
+    keys = _key_set(left, stats)
     value = constant(right, bounds.family)
     if value is NULL or _all_null(bounds, stats.rows) or stats.rows == 0:
         return NEVER
+    if isinstance(value, Decimal) and _floating(bounds, keys):
+        value = float(value)
     may_be_true, may_be_false = _compare(kind, bounds, value)
     if kind is exp.EQ and may_be_true and not isinstance(value, Span):
-        keys = _key_set(left, stats)
         may_be_true = keys is None or value in keys
     return may_be_true, may_be_false
+
+
+def _floating(bounds: Bounds, keys: frozenset[Any] | None) -> bool:
+    """Whether the column holds floating-point values (its bounds or key set are floats): Spark compares
+    it with a number literal in double, the literal cast to the nearest double. Compared exactly, the
+    double 0.1 a file holds is not the decimal 0.1 a query names, and ``x = 0.1`` skipped the file."""
+    found = (bounds.low, bounds.high, next(iter(keys), None) if keys else None)
+    return any(isinstance(v, float) for v in found)
 
 
 def _key_set(expression: exp.Expr, stats: FileStats) -> frozenset[Any] | None:
@@ -235,6 +246,8 @@ def _in(node: exp.In, stats: FileStats) -> tuple[bool, bool]:
     if _all_null(bounds, stats.rows) or stats.rows == 0:
         return NEVER
     present, has_null = _in_values(node, bounds.family)
+    if _floating(bounds, _key_set(node.this, stats)):  # in double, as `_floating` says; rounding keeps the order
+        present = [float(v) for v in present]
     low, high, nan = bounds.low, bounds.high, bounds.nan_possible
     # x = v may be true for some v in [low, high] (NaN equals no constant): one binary search
     # over the sorted list, not a comparison per value (join-induced key sets list hundreds of keys)

@@ -78,3 +78,20 @@ def test_a_spelling_a_reader_might_read_otherwise_bounds_nothing(type_name, valu
     assert partition_value(type_name, value) is None
     stats = file_stats(DataFile("f", 100, 3, 0, {"x": value}), {"x": type_name}, None)
     assert stats.columns["x"].low is None and stats.columns["x"].high is None
+
+
+@pytest.mark.parametrize(
+    "where", ["x = 0.1", "x <= 0.1", "x >= 0.1", "x IN (0.1)", "x IN (0.3, 0.1)", "x = 1E-1", "x = CAST(0.1 AS DOUBLE)"]
+)
+def test_a_double_column_is_compared_with_a_number_literal_in_double(where):
+    """Spark casts the literal to the nearest double: the file holding the double 0.1 matches ``x = 0.1``
+    (review 64c: it compared Decimal('0.1') exactly with 0.1000000000000000055... and skipped the file)."""
+    data_file = DataFile("f", 100, 2, 0, {}, {"x": 0.1}, {"x": 0.1}, {"x": 0})
+    assert might_match(prepare(where), file_stats(data_file, {"x": "double"}, None))
+    assert not might_match(prepare("x = 0.2"), file_stats(data_file, {"x": "double"}, None))
+
+
+def test_an_unparsed_timestamp_partition_value_keeps_its_family():
+    """No bounds, but a timestamp: expressions over it stay zone-dependent (`skipping.zones`)."""
+    stats = file_stats(DataFile("f", 100, 3, 0, {"t": "2024-03-01 00:00:00"}), {"t": "timestamp"}, None)
+    assert stats.columns["t"].family == "timestamp" and stats.columns["t"].low is None
