@@ -287,7 +287,9 @@ def test_a_batch_resolves_its_filter_sets_in_one_analysis_and_finds_the_bad_ones
         alone(condition, bad_function.other_filters),
         alone(key_column, bad_column.other_column),
     ]
-    assert [r.getMessage() for r in caplog.records] == [f"cannot derive from date_dim: {r}" for r in reasons]
+    # only the batch's own records: pyspark's listener logs the failed analyses too, when it gets to them
+    said = [r.getMessage() for r in caplog.records if r.name == "optimizer.joins_batch"]
+    assert said == [f"cannot derive from date_dim: {r}" for r in reasons]
 
 
 def test_a_filter_sets_condition_is_one_spark_expression_true_exactly_where_every_filter_is(spark, monkeypatch):
