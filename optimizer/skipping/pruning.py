@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
@@ -186,12 +186,54 @@ def _comparison(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
     value = constant(right, bounds.family)
     if value is NULL or _all_null(bounds, stats.rows) or stats.rows == 0:
         return NEVER
-    if isinstance(value, Decimal) and _floating(bounds, keys):
-        value = float(value)
+    compared = _as_compared(bounds, keys, [value], [right])
+    if compared is None:
+        return MAYBE
+    bounds, keys, (value,) = compared
     may_be_true, may_be_false = _compare(kind, bounds, value)
     if kind is exp.EQ and may_be_true and not isinstance(value, Span):
         may_be_true = keys is None or value in keys
     return may_be_true, may_be_false
+
+
+def _as_compared(
+    bounds: Bounds, keys: frozenset[Any] | None, values: list[Any], constants: Sequence[exp.Expr]
+) -> tuple[Bounds, frozenset[Any] | None, list[Any]] | None:
+    """The column's bounds and key set and the number `values` of `constants` as Spark compares them: in
+    double where the column is floating-point (`_floating`) or a constant is a double (``1E-1``, ``0.1D``,
+    ``CAST(.. AS DOUBLE)``: the column is cast to double, so an integer or decimal bound is too, and the
+    key set, exact values, is not asked). None where a constant is a FLOAT: Spark compares in float32,
+    which pruning does not emulate (the file is kept)."""
+    if not any(isinstance(v, Decimal) for v in values):
+        return bounds, keys, values
+    kinds = {_literal_type(c) for c in constants}
+    if "float" in kinds:
+        return None
+    doubled = [float(v) if isinstance(v, Decimal) else v for v in values]
+    if _floating(bounds, keys):
+        return bounds, keys, doubled
+    if "double" in kinds:
+        return replace(bounds, low=_as_double(bounds.low), high=_as_double(bounds.high)), None, doubled
+    return bounds, keys, values
+
+
+def _literal_type(node: exp.Expr) -> str:
+    """How Spark types a number constant: "double", "float", or "exact" (an integer or decimal literal)."""
+    node = node.unnest()
+    if isinstance(node, exp.Neg):
+        return _literal_type(node.this)
+    if isinstance(node, exp.Cast | exp.TryCast):
+        if node.to.is_type(exp.DataType.Type.FLOAT):
+            return "float"
+        return "double" if node.to.is_type(exp.DataType.Type.DOUBLE) else _literal_type(node.this)
+    if isinstance(node, exp.Literal) and not node.is_string and "e" in str(node.this).lower():
+        return "double"
+    return "exact"
+
+
+def _as_double(value: Any) -> Any:
+    """An integer or decimal bound as the double Spark casts it to (rounding keeps it a bound)."""
+    return float(value) if isinstance(value, int | Decimal) and not isinstance(value, bool) else value
 
 
 def _floating(bounds: Bounds, keys: frozenset[Any] | None) -> bool:
@@ -246,15 +288,16 @@ def _in(node: exp.In, stats: FileStats) -> tuple[bool, bool]:
     if _all_null(bounds, stats.rows) or stats.rows == 0:
         return NEVER
     present, has_null = _in_values(node, bounds.family)
-    if _floating(bounds, _key_set(node.this, stats)):  # in double, as `_floating` says; rounding keeps the order
-        present = [float(v) for v in present]
+    compared = _as_compared(bounds, _key_set(node.this, stats), present, node.expressions)
+    if compared is None:
+        return MAYBE
+    bounds, keys, present = compared  # rounding to doubles keeps the list sorted
     low, high, nan = bounds.low, bounds.high, bounds.nan_possible
     # x = v may be true for some v in [low, high] (NaN equals no constant): one binary search
     # over the sorted list, not a comparison per value (join-induced key sets list hundreds of keys)
     first = 0 if low is None else bisect_left(present, low)
     may_be_true = first < len(present) and (high is None or present[first] <= high)
     if may_be_true:  # and some listed value is one the file holds, where its key set says
-        keys = _key_set(node.this, stats)
         may_be_true = keys is None or not keys.isdisjoint(present)
     # x IN (..., NULL) is never FALSE: it is TRUE or NULL; and never FALSE where every value is one listed
     pinned = low is not None and high is not None and low == high and not nan and first < len(present)
