@@ -142,7 +142,7 @@ def _workload_trees(
     """The workload's cut tree (`workload_cuts`) of file cuts alone, and grown on with row-group cuts
     where the job's files hold more than one (readers skip row groups by their footers): built once, the
     first is the second's `file_level` (the growth makes the file cuts first)."""
-    partitions = len({tuple(sorted(f.partition_values.items())) for f in files}) or 1
+    partitions = len({f.partition for f in files}) or 1
     tree = workload_cuts(
         sample,
         features,
@@ -229,8 +229,7 @@ def output_files(files: Sequence[DataFile], thresholds: Thresholds) -> int:
         return max(1, round(sum(f.size for f in files) / target))
     partitions: dict[tuple[tuple[str, str | None], ...], int] = {}
     for data_file in files:
-        key = tuple(sorted(data_file.partition_values.items()))
-        partitions[key] = partitions.get(key, 0) + data_file.size
+        partitions[data_file.partition] = partitions.get(data_file.partition, 0) + data_file.size
     return sum(max(1, math.floor(size / target)) for size in partitions.values()) or 1
 
 

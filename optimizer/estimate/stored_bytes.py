@@ -119,7 +119,7 @@ def _compaction(
     for group in size_classes(files, min(output_bytes, COMPACTION_BYTES)):
         run = _run(group, rows_out, output_bytes)
         now, rows, ratios = _run_ratios(table, snapshot, run, rows_out=rows_out, sample=sample, options=options)
-        scale = _class_scale(group, run, now, rows)
+        scale = _class_scale(group, now, rows)
         for column, ratio in ratios.items():
             weight = now.get(column, 0) * scale
             weights[column] = weights.get(column, 0.0) + weight
@@ -133,7 +133,7 @@ def _run(files: Sequence[DataFile], rows_out: float, output_bytes: float) -> lis
     or `COMPACTION_BYTES`: the job writes no file across partitions, so neither does the measurement."""
     by_partition: dict[tuple[tuple[str, str | None], ...], list[DataFile]] = {}
     for data_file in files:
-        by_partition.setdefault(tuple(sorted(data_file.partition_values.items())), []).append(data_file)
+        by_partition.setdefault(data_file.partition, []).append(data_file)
     largest = max(by_partition.values(), key=lambda group: sum(f.size for f in group))
     run: list[DataFile] = []
     rows = size = 0
@@ -146,7 +146,7 @@ def _run(files: Sequence[DataFile], rows_out: float, output_bytes: float) -> lis
     return run
 
 
-def _class_scale(group: Sequence[DataFile], run: Sequence[DataFile], now: Mapping[str, int], rows: int) -> float:
+def _class_scale(group: Sequence[DataFile], now: Mapping[str, int], rows: int) -> float:
     """How many times the class holds what its run measured: by rows (`rows`, the rows measured) where
     every file's count is known, else by bytes (file sizes count footers, so small files weigh a little
     more than they hold)."""

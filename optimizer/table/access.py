@@ -37,6 +37,11 @@ class DataFile:
     max_values: Mapping[str, Any] = field(default_factory=dict, compare=False)
     null_counts: Mapping[str, int] = field(default_factory=dict, compare=False)
 
+    @property
+    def partition(self) -> tuple[tuple[str, str | None], ...]:
+        """The partition the file belongs to, as a key: its partition values in column order by name."""
+        return tuple(sorted(self.partition_values.items()))
+
 
 @dataclass(frozen=True)
 class Snapshot:
