@@ -22,7 +22,8 @@ from optimizer.clustering.zorder import GroupIndex, Helpers
 from optimizer.estimate.leaf_boxes import LEAF_RANGE, LeafBoxes
 from optimizer.features import FeatureSet, ZFeature
 from optimizer.skipping.collect import StatsSpec, stats_spec
-from optimizer.skipping.filestats import INTEGER_RANGES, FileStats, file_stats, table_column_types
+from optimizer.skipping.filestats import FileStats, file_stats, table_column_types
+from optimizer.skipping.values import INTEGER_RANGES
 from optimizer.table.access import DataFile, Snapshot
 from optimizer.table.footer_stats import footer_type
 from optimizer.table.stats import (

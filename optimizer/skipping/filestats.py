@@ -24,7 +24,7 @@ from functools import cached_property
 from typing import Any
 
 from optimizer.skipping.extended import STRING_PREFIX, ExtendedStats, location_key
-from optimizer.skipping.values import family
+from optimizer.skipping.values import INTEGER_RANGES, family
 from optimizer.table.access import DataFile
 
 TIMESTAMP_SLACK = dt.timedelta(milliseconds=1)
@@ -33,21 +33,19 @@ _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?([0-9]+)(?:\.([0-9]+))?")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _DECIMAL_TYPE = re.compile(r"decimal\(([0-9]+),\s*([0-9]+)\)")
-INTEGER_RANGES = {
-    name: (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-    for name, bits in (("tinyint", 8), ("smallint", 16), ("int", 32), ("bigint", 64))
-}
 
 
 @dataclass(frozen=True)
 class Bounds:
-    """Every non-NULL value lies in [low, high] (None: unbounded); NaN may exceed `high` when flagged."""
+    """Every non-NULL value lies in [low, high] (None: unbounded); NaN may exceed `high` when flagged.
+    `single` marks a FLOAT column: Spark rounds an integer constant compared with it to float32."""
 
     family: str
     low: Any = None
     high: Any = None
     nulls: int | None = None
     nan_possible: bool = False
+    single: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,7 +80,7 @@ class FileStats:
 def column_bounds(type_name: str, low: Any, high: Any, nulls: int | None, nan_aware: bool) -> Bounds:
     kind = family(type_name)
     if type_name.lower() in ("float", "double"):
-        return Bounds(kind, low, high, nulls, nan_possible=not nan_aware)
+        return Bounds(kind, low, high, nulls, nan_possible=not nan_aware, single=type_name.lower() == "float")
     if kind in ("timestamp", "timestamp_ntz"):
         low = low - TIMESTAMP_SLACK if isinstance(low, dt.datetime) else None
         high = high + TIMESTAMP_SLACK if isinstance(high, dt.datetime) else None

@@ -18,6 +18,7 @@ answers "may be true and may be false", so the file is kept.
 
 from __future__ import annotations
 
+import struct
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -199,36 +200,69 @@ def _comparison(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
 def _as_compared(
     bounds: Bounds, keys: frozenset[Any] | None, values: list[Any], constants: Sequence[exp.Expr]
 ) -> tuple[Bounds, frozenset[Any] | None, list[Any]] | None:
-    """The column's bounds and key set and the number `values` of `constants` as Spark compares them: in
-    double where the column is floating-point (`_floating`) or a constant is a double (``1E-1``, ``0.1D``,
-    ``CAST(.. AS DOUBLE)``: the column is cast to double, so an integer or decimal bound is too, and the
-    key set, exact values, is not asked). None where a constant is a FLOAT: Spark compares in float32,
-    which pruning does not emulate (the file is kept)."""
+    """The column's bounds and key set and the number `values` of `constants` as Spark compares them.
+    Against a floating-point column (`_floating`): in double. Against an integer or decimal column:
+    exactly, unless a constant is a double (``1E-1``, ``0.1D``, ``CAST(.. AS DOUBLE)``): then in double,
+    the bounds cast as Spark casts the column and the key set, exact values, not asked. None (the file
+    is kept) where a constant is a FLOAT (Spark compares in float32, which pruning does not emulate),
+    or where a FLOAT column meets only integer constants and one is not a float32: Spark compares those
+    in float32 without ANSI (16777217 rounds to 16777216) and in double with it, and pruning is sound
+    for both only where the two agree."""
     if not any(isinstance(v, Decimal) for v in values):
         return bounds, keys, values
-    kinds = {_literal_type(c) for c in constants}
+    kinds = {_literal_type(c) for c in constants} - {"other"}
     if "float" in kinds:
         return None
+    floating = _floating(bounds, keys)
+    if floating and bounds.single and kinds == {"integer"} and not all(_is_single(v) for v in values):
+        return None
     doubled = [float(v) if isinstance(v, Decimal) else v for v in values]
-    if _floating(bounds, keys):
+    if floating:
         return bounds, keys, doubled
     if "double" in kinds:
         return replace(bounds, low=_as_double(bounds.low), high=_as_double(bounds.high)), None, doubled
     return bounds, keys, values
 
 
+_INTEGER_TYPES = (
+    exp.DataType.Type.TINYINT,
+    exp.DataType.Type.SMALLINT,
+    exp.DataType.Type.INT,
+    exp.DataType.Type.BIGINT,
+)
+_LONG = 2**63
+
+
 def _literal_type(node: exp.Expr) -> str:
-    """How Spark types a number constant: "double", "float", or "exact" (an integer or decimal literal)."""
+    """How Spark types a number constant: "double", "float", "integer" (a literal in the long range,
+    or one cast to an integer type), "decimal"; "other" for what is not a number literal (NULL)."""
     node = node.unnest()
     if isinstance(node, exp.Neg):
         return _literal_type(node.this)
     if isinstance(node, exp.Cast | exp.TryCast):
-        if node.to.is_type(exp.DataType.Type.FLOAT):
-            return "float"
-        return "double" if node.to.is_type(exp.DataType.Type.DOUBLE) else _literal_type(node.this)
-    if isinstance(node, exp.Literal) and not node.is_string and "e" in str(node.this).lower():
+        for kind, types in (("float", (exp.DataType.Type.FLOAT,)), ("double", (exp.DataType.Type.DOUBLE,))):
+            if node.to.is_type(*types):
+                return kind
+        if node.to.is_type(*_INTEGER_TYPES):
+            return "integer"
+        return "decimal" if node.to.is_type(*exp.DataType.REAL_TYPES) else _literal_type(node.this)
+    if not isinstance(node, exp.Literal) or node.is_string:
+        return "other"
+    text = str(node.this).lower()
+    if "e" in text:
         return "double"
-    return "exact"
+    return "decimal" if "." in text or abs(int(text)) >= _LONG else "integer"
+
+
+def _is_single(value: Any) -> bool:
+    """Whether the number `value` is exactly a float32 (every integer up to 2**24 is)."""
+    if not isinstance(value, Decimal):
+        return True
+    try:
+        single: float = struct.unpack("f", struct.pack("f", float(value)))[0]
+    except OverflowError:  # beyond float32's range
+        return False
+    return Decimal(single) == value
 
 
 def _as_double(value: Any) -> Any:

@@ -27,6 +27,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from sqlglot import exp
 
 NUMBER_TYPES = ("tinyint", "smallint", "int", "bigint", "float", "double", "byte", "short", "long", "integer")
+INTEGER_RANGES = {
+    name: (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    for name, bits in (("tinyint", 8), ("smallint", 16), ("int", 32), ("bigint", 64))
+}
 DATE_RE = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*")
 OFFSET_RE = re.compile(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?")
 MAX_OFFSET = dt.timedelta(hours=18)  # java.time.ZoneOffset's range: every session zone's offset lies within
@@ -174,10 +178,34 @@ def _constant(node: exp.Expr, target: str, zone: str | None) -> Any:
         if cast_to != target or not isinstance(node.this.unnest(), exp.Literal):
             raise Unknown("cast to another type family")
         inner = node.this.unnest()
-        return _from_literal(inner.this, inner.is_string, target, zone)
+        value = _from_literal(inner.this, inner.is_string, target, zone)
+        if target == "number" and not _cast_keeps(node.to, value):
+            raise Unknown(f"a cast that may change the number: {node.sql(dialect='spark')}")
+        return value
     if isinstance(node, exp.Literal):
         return _from_literal(node.this, node.is_string, target, zone)
     raise Unknown(f"not a constant pruning understands: {type(node).__name__}")
+
+
+def _cast_keeps(to: exp.DataType, value: Decimal) -> bool:
+    """Whether Spark's cast of the number `value` to `to` leaves it as it is: a cast to double or float
+    (pruning compares those in their own precision), to an integer type when it is an integer in range,
+    or to a decimal whose precision and scale hold it (``CAST(1.5 AS INT)`` is 1, not 1.5)."""
+    if to.is_type(exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT):
+        return True
+    name = to.sql(dialect="spark").lower()
+    if name in INTEGER_RANGES:
+        low, high = INTEGER_RANGES[name]
+        return value == value.to_integral_value() and low <= value <= high
+    typed = re.fullmatch(r"decimal(?:\(([0-9]+)(?:,\s*([0-9]+))?\))?", name)
+    if typed is None:
+        return False
+    precision = int(typed.group(1) or 10)  # Spark's DECIMAL is DECIMAL(10, 0)
+    scale = int(typed.group(2) or 0)
+    exponent = value.normalize().as_tuple().exponent
+    fraction = max(0, -exponent) if isinstance(exponent, int) else 0
+    whole = len(str(abs(int(value))).lstrip("0"))
+    return fraction <= scale and whole <= precision - scale
 
 
 def _from_literal(text: str, is_string: bool, target: str, zone: str | None) -> Any:

@@ -24,11 +24,11 @@ from optimizer.skipping.extended import load_index, unclustered_files
 from optimizer.skipping.scan import plan_scan, read
 from optimizer.table import open_table
 from optimizer.table.fingerprint import Fingerprint, fingerprint, hashable_columns
-from tests.skipping.oracle import predicate_strategy
+from tests.skipping.oracle import INEXACT, SINGLES, predicate_strategy
 
 pytestmark = pytest.mark.spark
 
-SCHEMA = "i bigint, f double, s string, d date, t timestamp, b boolean, p decimal(10,2)"
+SCHEMA = "i bigint, f double, s string, d date, t timestamp, b boolean, p decimal(10,2), g float"
 UTC = dt.UTC
 LAYOUTS = {
     "plain": FeatureSet(),
@@ -60,7 +60,7 @@ def random_rows(count: int, seed: int) -> list[tuple]:
         rows.append(
             (
                 maybe(rng.randint(-5, 10)),
-                maybe(rng.choice([-2.0, 0.0, 1.5, 2.25, 3.0, 7.0, math.nan, -0.0])),
+                maybe(rng.choice([-2.0, 0.0, 1.5, 2.25, 3.0, 7.0, math.nan, -0.0, *INEXACT])),
                 maybe(rng.choice(strings)),
                 maybe(rng.choice(dates)),
                 maybe(
@@ -69,6 +69,7 @@ def random_rows(count: int, seed: int) -> list[tuple]:
                 ),
                 maybe(rng.random() < 0.5),
                 maybe(rng.choice([Decimal("-1.25"), Decimal("0.00"), Decimal("3.50"), Decimal("99.99")])),
+                maybe(rng.choice(SINGLES)),
             )
         )
     return rows
@@ -325,6 +326,7 @@ def test_the_row_proof_refuses_written_rows_that_differ_from_the_input(damage, p
         DateType,
         DecimalType,
         DoubleType,
+        FloatType,
         LongType,
         StringType,
         StructField,
@@ -334,8 +336,11 @@ def test_the_row_proof_refuses_written_rows_that_differ_from_the_input(damage, p
 
     from optimizer.clustering.job import _verify
 
-    kinds = (LongType(), DoubleType(), StringType(), DateType(), TimestampType(), BooleanType(), DecimalType(10, 2))
-    schema = StructType([StructField(n, k) for n, k in zip("ifsdtbp", kinds, strict=True)])
+    kinds = (
+        *(LongType(), DoubleType(), StringType(), DateType(), TimestampType(), BooleanType(), DecimalType(10, 2)),
+        FloatType(),
+    )
+    schema = StructType([StructField(n, k) for n, k in zip("ifsdtbpg", kinds, strict=True)])
     partition, column = (2, "s") if partitioned else (None, None)
     rows = random_rows(200, seed=11)
     expected = _fingerprints(rows, partition)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import struct
 from decimal import Decimal
 from typing import Any
 
@@ -30,9 +31,41 @@ TYPES = {
     "t": "timestamp",
     "b": "boolean",
     "p": "decimal(10,2)",
+    "g": "float",
 }
 UTC = dt.UTC
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+ANSI = "__ansi"  # a row key the generated predicates read: compare as Spark with ANSI on (default) or off
+
+
+def single(value: float) -> float:
+    """`value` rounded to float32 (as Spark casts to FLOAT), as a Python float."""
+    rounded: float = struct.unpack("f", struct.pack("f", value))[0]
+    return rounded
+
+
+# doubles no decimal constant names exactly, and one past float32's and double's exact integers
+INEXACT = [0.1, 0.30000000000000004, 16777216.0, 9007199254740992.0]
+# values a FLOAT column holds (float32s: 0.1 is 0.100000001490116..., 16777217 is not one)
+SINGLES = [single(0.1), single(0.3), single(-1 / 3), 2.5, 16777216.0, 16777218.0, float("nan"), -0.0]
+# number constants as spelled in a query: (text, how Spark types it, the value it folds to in that type)
+SPELLED = [
+    ("0.1", "decimal", Decimal("0.1")),
+    ("0.3", "decimal", Decimal("0.3")),
+    ("0.30000001", "decimal", Decimal("0.30000001")),
+    ("-0.3333333", "decimal", Decimal("-0.3333333")),
+    ("2.5", "decimal", Decimal("2.5")),
+    ("1E-1", "double", 0.1),
+    ("0.1D", "double", 0.1),
+    ("CAST(0.3 AS DOUBLE)", "double", 0.3),
+    ("0.1F", "float", single(0.1)),
+    ("CAST(0.3 AS FLOAT)", "float", single(0.3)),
+    ("2", "integer", 2),
+    ("16777216", "integer", 16777216),
+    ("16777217", "integer", 16777217),
+    ("9007199254740993", "integer", 9007199254740993),
+    ("CAST(2.5 AS INT)", "integer", 2),
+]
 SOP_FEATURES = ("s LIKE '%x%'", "i IN (1, 2, 3)", "i > 5", "STARTSWITH(s, 'ab')")
 KEY_COLUMNS = ("i", "s", "d")  # the columns whose exact value sets deltaopt's files keep
 
@@ -126,6 +159,47 @@ def _contains(p: str) -> tuple[str, Any]:
     return f"s LIKE '%{p}%'", lambda r: None if r["s"] is None else p in r["s"]
 
 
+def compared_values(column: str, spelled: list[tuple[str, str, Any]], ansi: bool) -> list[float]:
+    """The values of `spelled` constants as Spark compares them with `column` (f: DOUBLE, g: FLOAT): a
+    FLOAT column with integers only compares in float32 without ANSI and in double with it, with FLOAT
+    constants in float32; anything else in double (a decimal or double constant widens the comparison)."""
+    kinds = {kind for _, kind, _ in spelled}
+    if column == "g" and kinds <= {"integer", "float"} and ("float" in kinds or not ansi):
+        return [single(float(value)) for _, _, value in spelled]
+    return [float(value) for _, _, value in spelled]
+
+
+def _spelled_comparison(column: str) -> st.SearchStrategy:
+    def build(op: str, entry: tuple[str, str, Any]) -> tuple[str, Any]:
+        def evaluate(r: dict[str, Any]) -> bool | None:
+            (value,) = compared_values(column, [entry], r.get(ANSI, True))
+            return compare(op, r[column], value)
+
+        return f"{column} {op} {entry[0]}", evaluate
+
+    return st.builds(build, st.sampled_from(["=", "<>", "<", "<=", ">", ">="]), st.sampled_from(SPELLED))
+
+
+def _spelled_in_list(column: str) -> st.SearchStrategy:
+    """Lists of spelled constants, FLOAT constants left out (how Spark widens a list mixing them with
+    integers differs by mode and is not modelled here; pruning keeps the file for any FLOAT constant)."""
+
+    def build(items: list[tuple[str, str, Any]], with_null: bool) -> tuple[str, Any]:
+        rendered = [text for text, _, _ in items] + (["NULL"] if with_null else [])
+
+        def evaluate(r: dict[str, Any]) -> bool | None:
+            if r[column] is None:
+                return None
+            if any(compare("=", r[column], v) for v in compared_values(column, items, r.get(ANSI, True))):
+                return True
+            return None if with_null else False
+
+        return f"{column} IN ({', '.join(rendered)})", evaluate
+
+    entries = st.sampled_from([e for e in SPELLED if e[1] != "float"])
+    return st.builds(build, st.lists(entries, min_size=1, max_size=3), st.booleans())
+
+
 def _is_null(column: str) -> tuple[str, Any]:
     return f"{column} IS NULL", lambda r: r[column] is None
 
@@ -151,6 +225,10 @@ def atom_strategy() -> st.SearchStrategy:
         _in_list("i", ints, _number),
         _in_list("s", strings, _string),
         _in_list("f", floats, _number),
+        _spelled_comparison("f"),
+        _spelled_comparison("g"),
+        _spelled_in_list("f"),
+        _spelled_in_list("g"),
         st.sampled_from(list(TYPES)).map(_is_null),
         st.sampled_from(["a", "ab", "abc", "x"]).map(_prefix),
         st.sampled_from(["x", "ab"]).map(_contains),
@@ -180,7 +258,7 @@ def row_strategy() -> st.SearchStrategy:
     return st.fixed_dictionaries(
         {
             "i": maybe(st.integers(-5, 10)),
-            "f": maybe(st.sampled_from([-2.0, 0.0, 1.5, 2.25, 3.0, 7.0, float("nan"), -0.0])),
+            "f": maybe(st.sampled_from([-2.0, 0.0, 1.5, 2.25, 3.0, 7.0, float("nan"), -0.0, *INEXACT])),
             "s": maybe(st.sampled_from(["", "a", "ab", "abc", "abcd", "abx", "ba", "x" * 33, "x" * 40 + "b", "xa"])),
             "d": maybe(st.sampled_from(dates)),
             "t": maybe(
@@ -190,6 +268,7 @@ def row_strategy() -> st.SearchStrategy:
             ),
             "b": maybe(st.booleans()),
             "p": maybe(st.sampled_from([Decimal("-1.25"), Decimal("0.00"), Decimal("3.50"), Decimal("99.99")])),
+            "g": maybe(st.sampled_from(SINGLES)),
         }
     )
 
@@ -216,6 +295,8 @@ def decode(values: dict[str, Any]) -> dict[str, Any]:
         kind = TYPES[column]
         if kind == "double":
             out[column] = float(value)
+        elif kind == "float":  # delta-rs reads a FLOAT column's statistics as float32
+            out[column] = single(float(value))
         elif kind == "date":
             out[column] = dt.date.fromisoformat(value)
         elif kind == "timestamp":
@@ -304,7 +385,7 @@ def row_from_json(values: dict[str, Any]) -> dict[str, Any]:
         kind = TYPES[column]
         if value is None:
             row[column] = None
-        elif kind == "double":
+        elif kind in ("double", "float"):
             row[column] = float(value)
         elif kind == "date":
             row[column] = dt.date.fromisoformat(value)
@@ -353,6 +434,9 @@ def evaluate_tree(node: Any, row: dict[str, Any]) -> Any:
     if isinstance(node, exp.Cast | exp.TryCast):
         text = evaluate_tree(node.this, row)
         kind = node.to.sql("spark").upper()
+        numbers = {"DOUBLE": float, "FLOAT": lambda v: single(float(v)), "INT": int, "BIGINT": int}
+        if kind in numbers:
+            return numbers[kind](text)
         return dt.date.fromisoformat(text) if kind == "DATE" else dt.datetime.fromisoformat(text).replace(tzinfo=UTC)
     if isinstance(node, exp.Month):
         value = evaluate_tree(node.this, row)
@@ -390,6 +474,6 @@ def _coerce(value: Any, other: Any) -> Any:
     """Spark casts a string compared with a date to a date."""
     if isinstance(value, str) and isinstance(other, dt.date) and not isinstance(other, dt.datetime):
         return dt.date.fromisoformat(value)
-    if isinstance(value, Decimal) and isinstance(other, float):
-        return float(value)
+    if isinstance(value, Decimal | int) and not isinstance(value, bool) and isinstance(other, float):
+        return float(value)  # Spark (ANSI) compares a number with a floating-point column in double
     return value
