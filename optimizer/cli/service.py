@@ -19,25 +19,33 @@ if TYPE_CHECKING:
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
+    from functools import cache
 
     from costmodel.cost import load
     from optimizer.analysis import TableContext
     from optimizer.catalog import table_locations
-    from optimizer.estimate.decision import estimate
+    from optimizer.service.jobs import estimate_as_run, history_start
+    from optimizer.service.remote import chosen_executor
     from optimizer.service.state import StateStore
+    from optimizer.skipping.extended import load_index
 
     config, table, spark, delta, log = watched(args)
     cost_model = load(config.service.cost_model_path)
     locations = table_locations(config)
     now = datetime.now(UTC)
     # the table's realised / estimated factor, as the service's tick weighs it (the output names it)
-    realised = StateStore(config.service.state_dir).load(table.name).realised
+    state = StateStore(config.service.state_dir).load(table.name)
+    realised = state.realised
     calibration = realised.calibration(table.thresholds.realised_min_jobs, table.thresholds.realised_half_life)
     thresholds = table.thresholds
     context = TableContext(
         spark, delta, table.identity, log, thresholds, now, cost_model, locations, calibration=calibration
     )
-    decision = estimate(context)
+    snapshot = delta.snapshot()
+    # as the service's tick prices it: Delta's ZORDER BY where only SQL reaches the job's cluster
+    commits = cache(lambda: delta.history(history_start(state, snapshot)))
+    job = cache(lambda: chosen_executor(config.execution, commits(), spark, config.spark))
+    decision = estimate_as_run(context, snapshot, load_index(delta, snapshot), job)
     if args.json:
         print_json(decision.as_dict())
         return 0

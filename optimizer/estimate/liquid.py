@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from optimizer.clustering.by_delta import MAX_KEYS, delta_expressible
 from optimizer.estimate.decision import estimate
 from optimizer.features import FeatureSet, ZFeature
+from optimizer.skipping.extended import load_index
 from optimizer.table.output import CODECS
 from optimizer.table.zcubes import session_release
 
@@ -71,6 +72,26 @@ def sorts_within_files(conf: Any, release: tuple[int, int] | None) -> bool:
     (as Spark reads a boolean conf: trimmed, any case) on a release that has it (unknown: as the conf says)."""
     wanted = str(conf.get(SORT_WITHIN_FILES_KEY, None) or "false").strip().lower() == "true"
     return wanted and (release is None or release >= SORT_WITHIN_FILES_SINCE)
+
+
+def by_delta_zorder(
+    context: TableContext, snapshot: Snapshot | None = None, index: Mapping[str, ExtendedStats] | None = None
+) -> Decision:
+    """Delta's OPTIMIZE ZORDER BY of a plain table, priced as Delta runs it where only SQL reaches the
+    cluster: what its command can apply (`delta_expressible`), over every file of the table (it cannot
+    be pointed at files: it rewrites them all, clustered or not), written as Delta writes
+    (`as_delta_writes`: its file size, codec and row groups, rows unsorted within files), not as
+    deltaopt's job over the new files. `snapshot` and `index`: as `estimate` takes them."""
+    if snapshot is None or index is None:
+        snapshot = context.table.snapshot()
+        index = load_index(context.table, snapshot)
+    decision = estimate(
+        as_delta_writes(context), files=snapshot.files, snapshot=snapshot, index=index, applies=delta_expressible
+    )
+    unclustered = sum(1 for f in snapshot.files if f.path not in index)
+    every = len(snapshot.files)
+    said = f"Delta's ZORDER BY rewrites every file: its new data counts all {every}, {unclustered} unclustered"
+    return replace(decision, reason=f"{decision.reason}; {said}")
 
 
 def keys_layout(keys: Sequence[str]) -> FeatureSet:

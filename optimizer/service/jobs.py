@@ -19,18 +19,26 @@ from typing import TYPE_CHECKING, Any
 
 from optimizer.clustering.by_delta import KeysChangedError
 from optimizer.errors import KNOWN, CommitConflictError, DeltaOptError, JobSubmissionError
+from optimizer.estimate.decision import estimate
+from optimizer.estimate.liquid import by_delta_zorder
 from optimizer.service.draft import Draft, Job, PendingJob
 from optimizer.service.executors import OptimizeRequest, SparkExecutor, liquid_refusal
 from optimizer.service.realised import track_job
 from optimizer.service.record import JobRecord, TickRecord
 from optimizer.service.state import RunInProgress, TableState
 from optimizer.table.access import commit_of_run
+from optimizer.table.rewrite_path import HISTORY_CHECKED
 from optimizer.verdict import Verdict
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from optimizer.analysis.context import TableContext
     from optimizer.config import TableSettings
+    from optimizer.estimate.record import Decision
     from optimizer.service.context import ServiceContext
-    from optimizer.table.access import Commit
+    from optimizer.skipping.extended import ExtendedStats
+    from optimizer.table.access import Commit, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +55,25 @@ def job_for(table: TableSettings, ctx: ServiceContext, commits: list[Commit]) ->
 def sql_only(job: Job) -> bool:
     """Whether the job runs as Delta's own OPTIMIZE driven by SQL (only plain-column Z features apply)."""
     return not isinstance(job, JobSubmissionError) and job[0].capabilities.sql_only
+
+
+def history_start(state: TableState, snapshot: Snapshot) -> int:
+    """The first version whose commit's writer decides the job's executor: after the last optimisation,
+    among the newest `HISTORY_CHECKED` commits."""
+    return max((state.last_optimized_version or -1) + 1, snapshot.version - HISTORY_CHECKED + 1, 0)
+
+
+def estimate_as_run(
+    context: TableContext, snapshot: Snapshot, index: Mapping[str, ExtendedStats], job: Callable[[], Job]
+) -> Decision:
+    """The estimate of the job that would run: Delta's OPTIMIZE ZORDER BY over every file where only SQL
+    reaches the job's cluster (`sql_only`: `estimate.liquid.by_delta_zorder`), deltaopt's layout of the
+    new files otherwise. `job` is asked only when there is enough new data to sample (below it the
+    estimate stops before Spark, whoever would run the job)."""
+    new_bytes = sum(f.size for f in snapshot.files if f.path not in index)
+    if new_bytes >= context.thresholds.min_new_bytes and sql_only(job()):
+        return by_delta_zorder(context, snapshot, index)
+    return estimate(context, snapshot=snapshot, index=index)
 
 
 @dataclass

@@ -249,3 +249,14 @@ def choose_executor(
     reason = f"data written by {engine or 'an unknown engine'}" if mode == "auto" else "execution.mode is local"
     where = f"Spark Connect at {spark_settings.connect_url}" if spark_settings.connect_url else "in-process Spark"
     return SparkExecutor("local", local, Capabilities.predicted(spark_settings)), f"{reason}: {where}"
+
+
+def chosen_executor(
+    execution: ExecutionSettings, commits: Sequence[Commit], spark: SparkSession, spark_settings: SparkSettings
+) -> tuple[Executor, str] | JobSubmissionError:
+    """`choose_executor` for a one-off command in `spark` (`deltaopt estimate`), its refusal returned as a
+    tick keeps it (`service.jobs.job_for`): the estimate still runs, pricing deltaopt's own layout."""
+    try:
+        return choose_executor(execution, commits, lambda: spark, spark_settings)
+    except JobSubmissionError as err:
+        return err

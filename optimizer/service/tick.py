@@ -35,12 +35,9 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from optimizer.analysis.context import TableContext
-from optimizer.clustering.by_delta import delta_expressible
 from optimizer.clustering.groups import layout_key
 from optimizer.config import TableSettings
 from optimizer.errors import KNOWN, JobSubmissionError, UnsupportedTableError
-from optimizer.estimate.decision import estimate
-from optimizer.estimate.liquid import as_delta_writes
 from optimizer.features import FeatureSet
 from optimizer.service.context import ServiceContext
 from optimizer.service.draft import Draft, Job, PendingJob
@@ -48,7 +45,7 @@ from optimizer.service.drift import plan_recluster
 from optimizer.service.executors import SparkExecutor
 from optimizer.service.fleet import Candidate, TickSlot
 from optimizer.service.idle import made_from, repeated_reason, standing, verdict_after
-from optimizer.service.jobs import JobStart, job_for, settle_run, sql_only
+from optimizer.service.jobs import JobStart, estimate_as_run, history_start, job_for, settle_run, sql_only
 from optimizer.service.liquid import Operation, Streak, plan_liquid
 from optimizer.service.merge import plan_merge
 from optimizer.service.realised import measure, track_settled
@@ -56,7 +53,7 @@ from optimizer.service.record import TickRecord
 from optimizer.service.state import TableState
 from optimizer.skipping.extended import load_index
 from optimizer.table import open_table
-from optimizer.table.rewrite_path import HISTORY_CHECKED, check_service_rewritable, is_liquid
+from optimizer.table.rewrite_path import check_service_rewritable, is_liquid
 from optimizer.verdict import Verdict
 from querylog.store import QueryLogTable
 
@@ -76,20 +73,6 @@ __all__ = ["ServiceContext", "TickRun", "tick"]
 def _local(job: Job) -> bool:
     """Whether the job runs on the service's own session (whose Delta the estimate reads)."""
     return not isinstance(job, JobSubmissionError) and isinstance(job[0], SparkExecutor)
-
-
-def _by_delta_zorder(context: TableContext, snapshot: Snapshot, index: Mapping[str, ExtendedStats]) -> Decision:
-    """Delta's OPTIMIZE ZORDER BY of a plain table, priced as Delta runs it: what its command can apply
-    (`delta_expressible`), over every file of the table (it cannot be pointed at files: it rewrites them
-    all, clustered or not), written as Delta writes (`as_delta_writes`: its file size, codec and row
-    groups, rows unsorted within files), not as deltaopt's job over the new files."""
-    decision = estimate(
-        as_delta_writes(context), files=snapshot.files, snapshot=snapshot, index=index, applies=delta_expressible
-    )
-    unclustered = sum(1 for f in snapshot.files if f.path not in index)
-    every = len(snapshot.files)
-    said = f"Delta's ZORDER BY rewrites every file: its new data counts all {every}, {unclustered} unclustered"
-    return replace(decision, reason=f"{decision.reason}; {said}")
 
 
 def tick(table: TableSettings, ctx: ServiceContext, now: datetime | None = None) -> TickRecord:
@@ -272,17 +255,13 @@ class TickRun:
         index = load_index(delta, snapshot)
         # the executor (from the latest writers' commitInfo) only when a job could follow: enough new data
         # to estimate (what it can apply is what the estimate prices), or clustered files that may drift
-        since = max((state.last_optimized_version or -1) + 1, snapshot.version - HISTORY_CHECKED + 1, 0)
-        job = cache(lambda: job_for(table, ctx, delta.history(since)))
+        job = cache(lambda: job_for(table, ctx, delta.history(history_start(state, snapshot))))
         if is_liquid(snapshot.features):  # Delta's own clustering, priced and run by its rules
             return self._liquid(state, context, snapshot, index, job=job)
         new_bytes = sum(f.size for f in snapshot.files if f.path not in index)
         sampled = new_bytes >= table.thresholds.min_new_bytes  # below it the estimate stops before Spark
         with ctx.estimate_slots if sampled else nullcontext():  # Spark samples: a few at once, whatever the count
-            if sampled and sql_only(job()):  # only SQL reaches the cluster: Delta's OPTIMIZE ZORDER BY runs the job
-                decision = _by_delta_zorder(context, snapshot, index)
-            else:
-                decision = estimate(context, snapshot=snapshot, index=index)
+            decision = estimate_as_run(context, snapshot, index, job)
         draft.decision = decision
         draft.action, draft.reason = Verdict(decision.action), decision.reason
         if decision.features is not None:  # what the estimate would lay data out on for today's workload

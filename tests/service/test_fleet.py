@@ -271,7 +271,7 @@ def test_a_pass_starts_the_better_job_and_defers_the_other_until_the_budget_free
     per cluster-second; the other's decision says why it waits, and the next pass an hour later starts
     it from its repeated verdict (no estimate). The budget's ledger survives a restart."""
     from optimizer.config import load_config
-    from optimizer.service import tick as tick_module
+    from optimizer.service import jobs as jobs_module
     from optimizer.service.service import context, run_once
     from tests.service.test_service import log_queries, make_table, write_config
 
@@ -294,8 +294,8 @@ def test_a_pass_starts_the_better_job_and_defers_the_other_until_the_budget_free
 
     later = NOW + timedelta(hours=1, minutes=1)
     estimated: list[str] = []
-    real = tick_module.estimate
-    monkeypatch.setattr(tick_module, "estimate", lambda c, **kw: estimated.append(c.table_id) or real(c, **kw))
+    real = jobs_module.estimate  # the tick's estimate (`jobs.estimate_as_run`)
+    monkeypatch.setattr(jobs_module, "estimate", lambda c, **kw: estimated.append(c.table_id) or real(c, **kw))
     second = {r.table: r for r in run_once(ctx, later)}
     assert second["quiet"].action.value == "optimize" and second["quiet"].job is not None
     assert estimated == ["busy"]  # quiet's verdict stood (nothing moved): its job started without an estimate

@@ -72,7 +72,7 @@ def test_a_queued_tick_saves_once_and_its_job_saves_marker_and_record(service, m
 
     ctx.queue.warm_up(set())
     with monkeypatch.context() as patched:  # nothing moved: the verdict stands, no estimate
-        patched.setattr("optimizer.service.tick.estimate", lambda *_a, **_k: pytest.fail("estimated again"))
+        patched.setattr("optimizer.service.jobs.estimate", lambda *_a, **_k: pytest.fail("estimated again"))
         started = tick(table, ctx, NOW + timedelta(minutes=1))
     assert started.action is Verdict.OPTIMIZE and started.job is not None, started.reason
     assert "started by the fleet queue" in started.reason  # the record of the job queued at NOW
