@@ -22,8 +22,7 @@ from optimizer.clustering.zorder import GroupIndex, Helpers
 from optimizer.estimate.leaf_boxes import LEAF_RANGE, LeafBoxes
 from optimizer.features import FeatureSet, ZFeature
 from optimizer.skipping.collect import StatsSpec, stats_spec
-from optimizer.skipping.filestats import FileStats, file_stats, table_column_types
-from optimizer.skipping.values import INTEGER_RANGES
+from optimizer.skipping.filestats import FileStats, file_stats, partition_bounded, table_column_types
 from optimizer.table.access import DataFile, Snapshot
 from optimizer.table.footer_stats import footer_type
 from optimizer.table.stats import (
@@ -136,13 +135,8 @@ def _partition_stats(schema: StructType, partition_columns: Sequence[str]) -> li
     return [
         StatsColumn((f.name,), f.dataType.simpleString(), True)
         for f in schema.fields
-        if f.name.lower() in kept and _bounded_partition_type(f.dataType.simpleString())
+        if f.name.lower() in kept and partition_bounded(f.dataType.simpleString())
     ]
-
-
-def _bounded_partition_type(type_name: str) -> bool:
-    name = type_name.lower()
-    return name in (*INTEGER_RANGES, "string", "date") or name.startswith("decimal(")
 
 
 def _as_written(frame: DataFrame, names: Sequence[str], sorted_within: bool) -> DataFrame:

@@ -171,6 +171,14 @@ def _decimal(type_name: str, value: str) -> Decimal | None:
     return Decimal(value) if len(fraction) <= scale and len(whole) <= precision - scale else None
 
 
+def partition_bounded(type_name: str) -> bool:
+    """Whether a partition column of Spark type `type_name` bounds its files (`partition_value` parses
+    it, or it is a string): what the estimate's virtual files must bound too, or a filter on the column
+    would prune the files before a layout and none after it."""
+    name = type_name.lower()
+    return name in (*INTEGER_RANGES, "string", "date", "boolean") or name.startswith("decimal(")
+
+
 def partition_value(type_name: str, value: str) -> Any:
     """A non-string partition value as its column's type, where the Delta protocol's spelling is one
     value: integers, decimals, dates (``YYYY-MM-DD``), booleans; None for anything else or anything

@@ -122,3 +122,45 @@ def test_exact_literals_still_prune_integer_and_decimal_columns():
     data_file = DataFile("f", 100, 2, 0, {}, {"x": 5}, {"x": 5}, {"x": 0})
     stats = file_stats(data_file, {"x": "bigint"}, None)
     assert not might_match(prepare("x > 5"), stats) and not might_match(prepare("x = 6E0"), stats)
+
+
+SPELLINGS = {  # a valid spelling of a value of each type a partition column may have
+    "tinyint": "7",
+    "smallint": "7",
+    "int": "7",
+    "bigint": "7",
+    "decimal(10,2)": "7.25",
+    "date": "2024-02-29",
+    "boolean": "true",
+    "string": "x",
+    "float": "7.5",
+    "double": "7.5",
+    "timestamp": "2024-02-29 10:00:00",
+    "timestamp_ntz": "2024-02-29 10:00:00",
+    "binary": "x",
+}
+
+
+@pytest.mark.parametrize("type_name", sorted(SPELLINGS))
+def test_the_estimate_bounds_the_partition_types_real_files_are_bounded_by(type_name):
+    """One rule for both sides (`partition_bounded`): a type whose partition values bound real files gets a
+    range in the estimate's virtual files, and no other. A boolean partition column pruned the real files and
+    none of the virtual ones, so the estimate priced a layout's files as reading both partitions."""
+    from pyspark.sql import types as T
+
+    from optimizer.estimate.virtual_files import _partition_stats
+    from optimizer.skipping.filestats import partition_bounded
+
+    value = SPELLINGS[type_name]
+    bounds = file_stats(DataFile("f", 1, 1, 0, {"c": value}), {"c": type_name}).columns["c"]
+    real = bounds.low is not None and bounds.high is not None
+    kinds = {
+        **{"tinyint": T.ByteType(), "smallint": T.ShortType(), "int": T.IntegerType(), "bigint": T.LongType()},
+        **{"decimal(10,2)": T.DecimalType(10, 2), "date": T.DateType(), "boolean": T.BooleanType()},
+        **{"string": T.StringType(), "float": T.FloatType(), "double": T.DoubleType(), "binary": T.BinaryType()},
+        **{"timestamp": T.TimestampType(), "timestamp_ntz": T.TimestampNTZType()},
+    }
+    assert kinds[type_name].simpleString() == type_name
+    schema = T.StructType().add("c", kinds[type_name])
+    virtual = [c.name for c in _partition_stats(schema, ["c"])] == ["c"]
+    assert real == virtual == partition_bounded(type_name), (real, virtual)
