@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from functools import cached_property
 from typing import Any
@@ -38,14 +38,15 @@ _DECIMAL_TYPE = re.compile(r"decimal\(([0-9]+),\s*([0-9]+)\)")
 @dataclass(frozen=True)
 class Bounds:
     """Every non-NULL value lies in [low, high] (None: unbounded); NaN may exceed `high` when flagged.
-    `single` marks a FLOAT column: Spark rounds an integer constant compared with it to float32."""
+    `type_name`: the Spark type of the values (lower case), which decides how Spark compares them with
+    a number constant (`skipping.numbers`); None when unknown."""
 
     family: str
     low: Any = None
     high: Any = None
     nulls: int | None = None
     nan_possible: bool = False
-    single: bool = False
+    type_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,12 @@ class FileStats:
         return bounds.family if bounds is not None else None
 
     @cached_property
+    def float_columns(self) -> frozenset[str]:
+        """Columns of type FLOAT (lower-cased paths): what deltaopt computed over them without ANSI may
+        differ in a reader's ANSI session (`numbers.ansi_dependent`)."""
+        return frozenset(name for name, bounds in self.columns.items() if bounds.type_name == "float")
+
+    @cached_property
     def string_expressions(self) -> frozenset[str]:
         """Columns and expressions known to hold strings: only their constants compare as text
         (`implication.implies`)."""
@@ -78,9 +85,14 @@ class FileStats:
 
 
 def column_bounds(type_name: str, low: Any, high: Any, nulls: int | None, nan_aware: bool) -> Bounds:
+    """Bounds that hold whoever wrote the statistics (the module's rules), typed `type_name`."""
+    return replace(_written_bounds(type_name, low, high, nulls, nan_aware), type_name=type_name.lower())
+
+
+def _written_bounds(type_name: str, low: Any, high: Any, nulls: int | None, nan_aware: bool) -> Bounds:
     kind = family(type_name)
     if type_name.lower() in ("float", "double"):
-        return Bounds(kind, low, high, nulls, nan_possible=not nan_aware, single=type_name.lower() == "float")
+        return Bounds(kind, low, high, nulls, nan_possible=not nan_aware)
     if kind in ("timestamp", "timestamp_ntz"):
         low = low - TIMESTAMP_SLACK if isinstance(low, dt.datetime) else None
         high = high + TIMESTAMP_SLACK if isinstance(high, dt.datetime) else None
@@ -148,13 +160,14 @@ def _partition_bounds(type_name: str, value: str | None) -> Bounds:
     and bound the file where that spelling is unambiguous (`partition_value`); otherwise no bounds, and
     the file is kept."""
     kind = family(type_name)
+    typed = type_name.lower()
     if value is None:
-        return Bounds(kind, None, None, nulls=None)
+        return Bounds(kind, None, None, nulls=None, type_name=typed)
     if kind == "string":
-        return Bounds(kind, value, value if len(value) < STRING_PREFIX else None, nulls=0)
+        return Bounds(kind, value, value if len(value) < STRING_PREFIX else None, nulls=0, type_name=typed)
     parsed = partition_value(type_name, value)
     # unparsed: no bounds, but the column's family (a timestamp stays zone-dependent: `skipping.zones`)
-    return Bounds(kind) if parsed is None else Bounds(kind, parsed, parsed, nulls=0)
+    return Bounds(kind, type_name=typed) if parsed is None else Bounds(kind, parsed, parsed, nulls=0, type_name=typed)
 
 
 def _decimal(type_name: str, value: str) -> Decimal | None:

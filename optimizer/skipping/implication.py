@@ -13,7 +13,11 @@ thesis matched q and f by exact text; beyond that, provably stricter forms on th
   q1 OR q2 implies f if both do; q implies f1 AND f2 if it implies both.
 
 Constants are compared only within one type family (`values.literal_family`); otherwise no
-implication is claimed, which keeps the file. A quoted constant is compared as text only on an
+implication is claimed, which keeps the file. Number constants take part only where they are the same
+value in every type Spark may compare them in (`numbers.exact_everywhere`: integer literals within
+2**24): Spark rounds others by the type of each comparison, and two constants that differ, such as
+``f > 9007199254740992`` and ``f = 9007199254740993`` on a DOUBLE, may round to one value.
+A quoted constant is compared as text only on an
 expression known to hold strings: on a TIMESTAMP or DATE column ``'2024-01-05 00:00:00'`` sorts after
 ``'2024-01-05'`` but is the same instant, and ``'2024-1-5'`` after ``'2024-01-10'``.
 """
@@ -25,6 +29,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from optimizer.skipping.numbers import exact_everywhere
 from optimizer.skipping.values import NULL, Span, Unknown, constant, literal_family
 from querylog.predicates.tree import rendered
 
@@ -61,6 +66,8 @@ def value_set(node: exp.Expr) -> ValueSet | None:
         if type(node) in OPS:
             target = node.expression
             kind = literal_family(target)
+            if kind == "number" and not exact_everywhere(target):
+                return None
             value = constant(target, kind)
             if value is NULL or isinstance(value, Span):  # an instant that depends on the session's zone
                 return None
@@ -76,6 +83,9 @@ def value_set(node: exp.Expr) -> ValueSet | None:
             if len(kinds) != 1:
                 return None
             kind = kinds.pop()
+            named = [v for v in node.expressions if not isinstance(v.unnest(), exp.Null)]
+            if kind == "number" and not all(exact_everywhere(v) for v in named):
+                return None
             values = [constant(v, kind) for v in node.expressions]
             if any(isinstance(v, Span) for v in values):
                 return None

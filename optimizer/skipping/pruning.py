@@ -18,11 +18,9 @@ answers "may be true and may be false", so the file is kept.
 
 from __future__ import annotations
 
-import struct
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from decimal import Decimal
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -30,6 +28,7 @@ from sqlglot import exp
 
 from optimizer.skipping.filestats import Bounds, FileStats
 from optimizer.skipping.implication import implies
+from optimizer.skipping.numbers import ansi_dependent, as_compared
 from optimizer.skipping.values import NULL, ZONE_META, Span, Unknown, constant
 from optimizer.skipping.zones import same_zone, zone_dependent
 from querylog.predicates.normalize import FLIPPED, SAFE_PASSES, normalize_conjuncts, parse_canonical, sql
@@ -102,23 +101,34 @@ def _evaluate(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
 def _excluded_by_sop(node: exp.Expr, stats: FileStats) -> bool:
     """Some feature with bit 0 in this file is implied by `node`. The bits were computed in the zone
     the statistics record: a node whose meaning depends on the zone uses them only in that zone."""
-    if not stats.sop or _zone_differs(node, stats):
+    if not stats.sop or _zone_differs(node, stats) or _mode_differs(node, stats):
         return False
     text = rendered(node)
     if stats.sop.get(text) is False:
         return True
-    # per query node, feature and the file's string-typed expressions (text order is theirs alone)
-    implied: dict[tuple[str, frozenset[str]], bool] = node.meta.setdefault("deltaopt.implies", {})
+    # per query node, feature, the file's string-typed expressions (text order is theirs alone) and FLOAT columns
+    implied: dict[tuple[str, frozenset[str], frozenset[str]], bool] = node.meta.setdefault("deltaopt.implies", {})
     strings = stats.string_expressions
     for feature, bit in stats.sop.items():
         if bit:
             continue
-        key = (feature, strings)
+        key = (feature, strings, stats.float_columns)
         if key not in implied:
-            implied[key] = implies(node, _feature(feature), strings)
+            parsed = _feature(feature)
+            implied[key] = not _mode_differs(parsed, stats) and implies(node, parsed, strings)
         if implied[key]:
             return True
     return False
+
+
+def _mode_differs(node: exp.Expr, stats: FileStats) -> bool:
+    """`node` may evaluate otherwise in a reader's ANSI session than in deltaopt's, where its SOP bits
+    and expression ranges were computed (`numbers.ansi_dependent`). Cached per set of FLOAT columns."""
+    known: dict[frozenset[str], bool] = node.meta.setdefault("deltaopt.ansi_dependent", {})
+    floats = stats.float_columns
+    if floats not in known:
+        known[floats] = ansi_dependent(node, floats)
+    return known[floats]
 
 
 def _zone_differs(node: exp.Expr, stats: FileStats) -> bool:
@@ -140,7 +150,9 @@ def _bounds(expression: exp.Expr, stats: FileStats) -> Bounds | None:
     if path is not None and ".".join(path) in stats.columns:
         return stats.columns[".".join(path)]
     bounds = stats.expressions.get(rendered(expression))
-    return None if bounds is None or _zone_differs(expression, stats) else bounds
+    if bounds is None or _zone_differs(expression, stats) or _mode_differs(expression, stats):
+        return None
+    return bounds
 
 
 def _all_null(bounds: Bounds, rows: int | None) -> bool:
@@ -187,7 +199,7 @@ def _comparison(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
     value = constant(right, bounds.family)
     if value is NULL or _all_null(bounds, stats.rows) or stats.rows == 0:
         return NEVER
-    compared = _as_compared(bounds, keys, [value], [right])
+    compared = as_compared(bounds, keys, [value], [right])
     if compared is None:
         return MAYBE
     bounds, keys, (value,) = compared
@@ -195,87 +207,6 @@ def _comparison(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
     if kind is exp.EQ and may_be_true and not isinstance(value, Span):
         may_be_true = keys is None or value in keys
     return may_be_true, may_be_false
-
-
-def _as_compared(
-    bounds: Bounds, keys: frozenset[Any] | None, values: list[Any], constants: Sequence[exp.Expr]
-) -> tuple[Bounds, frozenset[Any] | None, list[Any]] | None:
-    """The column's bounds and key set and the number `values` of `constants` as Spark compares them.
-    Against a floating-point column (`_floating`): in double. Against an integer or decimal column:
-    exactly, unless a constant is a double (``1E-1``, ``0.1D``, ``CAST(.. AS DOUBLE)``): then in double,
-    the bounds cast as Spark casts the column and the key set, exact values, not asked. None (the file
-    is kept) where a constant is a FLOAT (Spark compares in float32, which pruning does not emulate),
-    or where a FLOAT column meets only integer constants and one is not a float32: Spark compares those
-    in float32 without ANSI (16777217 rounds to 16777216) and in double with it, and pruning is sound
-    for both only where the two agree."""
-    if not any(isinstance(v, Decimal) for v in values):
-        return bounds, keys, values
-    kinds = {_literal_type(c) for c in constants} - {"other"}
-    if "float" in kinds:
-        return None
-    floating = _floating(bounds, keys)
-    if floating and bounds.single and kinds == {"integer"} and not all(_is_single(v) for v in values):
-        return None
-    doubled = [float(v) if isinstance(v, Decimal) else v for v in values]
-    if floating:
-        return bounds, keys, doubled
-    if "double" in kinds:
-        return replace(bounds, low=_as_double(bounds.low), high=_as_double(bounds.high)), None, doubled
-    return bounds, keys, values
-
-
-_INTEGER_TYPES = (
-    exp.DataType.Type.TINYINT,
-    exp.DataType.Type.SMALLINT,
-    exp.DataType.Type.INT,
-    exp.DataType.Type.BIGINT,
-)
-_LONG = 2**63
-
-
-def _literal_type(node: exp.Expr) -> str:
-    """How Spark types a number constant: "double", "float", "integer" (a literal in the long range,
-    or one cast to an integer type), "decimal"; "other" for what is not a number literal (NULL)."""
-    node = node.unnest()
-    if isinstance(node, exp.Neg):
-        return _literal_type(node.this)
-    if isinstance(node, exp.Cast | exp.TryCast):
-        for kind, types in (("float", (exp.DataType.Type.FLOAT,)), ("double", (exp.DataType.Type.DOUBLE,))):
-            if node.to.is_type(*types):
-                return kind
-        if node.to.is_type(*_INTEGER_TYPES):
-            return "integer"
-        return "decimal" if node.to.is_type(*exp.DataType.REAL_TYPES) else _literal_type(node.this)
-    if not isinstance(node, exp.Literal) or node.is_string:
-        return "other"
-    text = str(node.this).lower()
-    if "e" in text:
-        return "double"
-    return "decimal" if "." in text or abs(int(text)) >= _LONG else "integer"
-
-
-def _is_single(value: Any) -> bool:
-    """Whether the number `value` is exactly a float32 (every integer up to 2**24 is)."""
-    if not isinstance(value, Decimal):
-        return True
-    try:
-        single: float = struct.unpack("f", struct.pack("f", float(value)))[0]
-    except OverflowError:  # beyond float32's range
-        return False
-    return Decimal(single) == value
-
-
-def _as_double(value: Any) -> Any:
-    """An integer or decimal bound as the double Spark casts it to (rounding keeps it a bound)."""
-    return float(value) if isinstance(value, int | Decimal) and not isinstance(value, bool) else value
-
-
-def _floating(bounds: Bounds, keys: frozenset[Any] | None) -> bool:
-    """Whether the column holds floating-point values (its bounds or key set are floats): Spark compares
-    it with a number literal in double, the literal cast to the nearest double. Compared exactly, the
-    double 0.1 a file holds is not the decimal 0.1 a query names, and ``x = 0.1`` skipped the file."""
-    found = (bounds.low, bounds.high, next(iter(keys), None) if keys else None)
-    return any(isinstance(v, float) for v in found)
 
 
 def _key_set(expression: exp.Expr, stats: FileStats) -> frozenset[Any] | None:
@@ -322,7 +253,7 @@ def _in(node: exp.In, stats: FileStats) -> tuple[bool, bool]:
     if _all_null(bounds, stats.rows) or stats.rows == 0:
         return NEVER
     present, has_null = _in_values(node, bounds.family)
-    compared = _as_compared(bounds, _key_set(node.this, stats), present, node.expressions)
+    compared = as_compared(bounds, _key_set(node.this, stats), present, node.expressions)
     if compared is None:
         return MAYBE
     bounds, keys, present = compared  # rounding to doubles keeps the list sorted

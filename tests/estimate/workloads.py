@@ -18,7 +18,10 @@ def records(*filters, count=1, age=timedelta(hours=1)):
 
 
 def files(ranges):
-    return [FileStats(f"f{i}", 100, {"x": Bounds("number", low, high, 0)}) for i, (low, high) in enumerate(ranges)]
+    return [
+        FileStats(f"f{i}", 100, {"x": Bounds("number", low, high, 0, type_name="bigint")})
+        for i, (low, high) in enumerate(ranges)
+    ]
 
 
 def sizes(stats):

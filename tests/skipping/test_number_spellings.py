@@ -7,6 +7,8 @@ where the property tests in test_pruning.py sample)."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -73,3 +75,90 @@ def test_what_a_spelled_number_keeps(text, values, kept):
     """Cases named one by one; where `kept` is False, the file really holds no match (checked above)."""
     column = text[0]
     assert might_match(prepare(text), stats_for([{**BASE, column: v} for v in values])) is kept, text
+
+
+def _one_value(type_name: str, value: Any, **more: Any) -> Any:
+    """A file whose column x (of `type_name`) holds only `value`, with `more` (sop, keys, expressions)."""
+    from optimizer.skipping.filestats import FileStats, column_bounds
+
+    return FileStats("f", 1, {"x": column_bounds(type_name, value, value, 0, True)}, **more)
+
+
+D = Decimal
+SPARK4_ROUNDS = [  # Spark 4 widens to one decimal type keeping integral digits, rounding scale half up
+    ("decimal(38,0)", D("1"), "x = 0.5"),
+    ("decimal(38,0)", D("1"), "x <= 0.9"),
+    ("decimal(38,0)", D("1"), "x IN (0.5, 7)"),
+    ("decimal(38,0)", D("1"), "x BETWEEN 0.5 AND 0.9"),
+    ("decimal(38,0)", D("1"), "0.5 = x"),
+    ("decimal(38,0)", D("-1"), "x >= -0.5"),
+    ("decimal(38,2)", D("0.01"), "x = 0.005"),
+    ("decimal(38,10)", D("1"), "x = 1.00000000001"),
+    ("bigint", 1, "x = 1.0000000000000000001"),
+    ("int", 1, "x = 1." + "0" * 28 + "1"),
+    ("decimal(38,20)", D("1.00000000000000000001"), "x IN (1, 12345678901234567890)"),  # the column rounds
+]
+
+
+@pytest.mark.parametrize(("type_name", "value", "text"), SPARK4_ROUNDS)
+def test_a_comparison_spark_4_rounds_keeps_the_file(type_name, value, text):
+    """Each of these is TRUE in Spark 4.0 (both ANSI modes) on a row holding `value` (review 65's finding 1);
+    compared exactly, the file was skipped."""
+    keys = {"x": frozenset([value])} if type_name in ("bigint", "int") else {}
+    assert might_match(prepare(text), _one_value(type_name, value, keys=keys)), text
+
+
+@pytest.mark.parametrize(
+    ("type_name", "value", "text"),
+    [("decimal(10,2)", D("1.00"), "x = 1.005"), ("bigint", 1, "x = 1.5"), ("decimal(38,2)", D("0.01"), "x > 0.01")],
+)
+def test_an_exact_comparison_still_prunes(type_name, value, text):
+    """One decimal type holds the column and the constant unrounded: compared exactly, as before."""
+    assert not might_match(prepare(text), _one_value(type_name, value)), text
+
+
+@pytest.mark.parametrize(
+    ("type_name", "value", "feature", "text"),
+    [
+        ("double", 9007199254740992.0, "x > 9007199254740992", "x = 9007199254740993"),
+        ("float", SINGLES[0], "x <= 0.1", "x = 0.1F"),
+        ("float", 16777216.0, "x > 16777216", "x = 16777217"),
+        ("bigint", 9007199254740992, "x > 9007199254740992", "x = 9007199254740993D"),
+        ("double", 0.1, "x > 0.1", "x >= 0.10000000000000001"),
+        ("decimal(10,2)", D("1.00"), "x > 1", "x >= 1.0000000000000000001E0"),
+        ("decimal(38,0)", D("1"), "x < 0.7", "x = 0.5"),
+    ],
+)
+def test_a_feature_is_implied_only_by_constants_every_type_holds_exactly(type_name, value, feature, text):
+    """The file's bit for `feature` is 0 (Spark finds no row), yet `text` is TRUE on its row: the two
+    constants differ as written and Spark rounds them to one value (review 65's finding 2). Min/max keeps
+    the file; the implication skipped it."""
+    wide = _one_value(type_name, value)
+    bounds = replace(wide.columns["x"], low=None, high=None)  # min/max alone keeps the file
+    stats = replace(wide, columns={"x": bounds}, sop={feature: False})
+    assert might_match(prepare(text), stats), (feature, text)
+
+
+def test_exact_integer_constants_still_imply_a_feature():
+    stats = replace(_one_value("bigint", 3), sop={"x > 5": False})
+    assert not might_match(prepare("x > 10"), replace(stats, columns={"x": replace(stats.columns["x"], high=None)}))
+
+
+def test_bits_and_ranges_over_a_float_column_are_not_used_in_a_reader_s_ansi_session():
+    """deltaopt computes SOP bits and expression ranges without ANSI; with ANSI on (Spark 4's default) a
+    FLOAT column compares with an integer in double and adds in double (review 65's finding 3)."""
+    from optimizer.skipping.filestats import Bounds
+
+    row = _one_value("float", 16777216.0)
+    wide = {"x": replace(row.columns["x"], low=None, high=None)}
+    assert might_match(prepare("x < 16777217"), replace(row, columns=wide, sop={"x < 16777217": False}))
+    ranged = replace(row, expressions={"x + 1": Bounds("number", 1.100000023841858, 1.100000023841858, 0)})
+    assert might_match(prepare("x + 1 < 1.100000002"), ranged)
+    sized = replace(row, sop={"SIZE(a) = -1": False})  # size(NULL) is -1 without ANSI, NULL with it
+    assert might_match(prepare("SIZE(a) = -1"), sized)
+
+
+def test_equalities_merged_into_a_list_keep_a_float_column_s_file():
+    """``g = 16777217 OR g = 0.5`` becomes ``g IN (0.5, 16777217)``, which Spark types as one (in double);
+    the equality alone is TRUE without ANSI on 16777216 (float32), so the file is kept (finding 4)."""
+    assert might_match(prepare("x = 16777217 OR x = 0.5"), _one_value("float", 16777216.0))

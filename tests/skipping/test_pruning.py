@@ -105,7 +105,7 @@ def test_an_in_list_is_judged_as_its_values_one_by_one(low, width, nan, items):
     from optimizer.skipping.pruning import _compare, _in
 
     high = None if width is None else (low or 0) + width
-    bounds = Bounds("number", low, high, nulls=0, nan_possible=nan)
+    bounds = Bounds("number", low, high, nulls=0, nan_possible=nan, type_name="bigint")
     stats = FileStats("f", 100, {"x": bounds})
     node = exp.In(this=exp.column("x"), expressions=[exp.Null() if i is None else exp.Literal.number(i) for i in items])
     present = [i for i in items if i is not None]

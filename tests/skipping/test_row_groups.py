@@ -80,11 +80,14 @@ def test_column_mapping_reads_physical_columns_under_their_logical_names(tmp_pat
 
 def test_a_file_the_files_statistics_drop_reads_nothing_whatever_its_groups():
     stats = [
-        FileStats("a", 200, {"x": Bounds("number", 0, 99, 0)}),
-        FileStats("b", 200, {"x": Bounds("number", 100, 199, 0)}),
+        FileStats("a", 200, {"x": Bounds("number", 0, 99, 0, type_name="bigint")}),
+        FileStats("b", 200, {"x": Bounds("number", 100, 199, 0, type_name="bigint")}),
     ]
     halves = [
-        RowGroup(FileStats(f"a#{h}", 100, {"x": Bounds("number", 50 * h, 50 * h + 49, 0)}), {"x": 10.0, "y": 30.0})
+        RowGroup(
+            FileStats(f"a#{h}", 100, {"x": Bounds("number", 50 * h, 50 * h + 49, 0, type_name="bigint")}),
+            {"x": 10.0, "y": 30.0},
+        )
         for h in (0, 1)
     ]
     groups = {"a": halves}
