@@ -101,16 +101,42 @@ def exact_everywhere(node: exp.Expr) -> bool:
     return int(str(node.this)) <= SINGLE_EXACT
 
 
-def ansi_dependent(node: exp.Expr, floats: frozenset[str]) -> bool:
-    """Whether `node` may evaluate otherwise with ANSI on than off (deltaopt computes SOP bits and
-    expression ranges with it off): it reads a FLOAT column (`floats`, lower-cased names: compared with
-    an integer in float32 without ANSI and in double with it, and added to one in either) or takes an
-    array's size (-1 for NULL without ANSI). A mode-dependent result that fails the query (an overflow,
-    a bad cast) needs no care: the query reads nothing."""
+def ansi_dependent(node: exp.Expr, floats: frozenset[str], strings: frozenset[str] = frozenset()) -> bool:
+    """Whether `node` may evaluate otherwise in a reader's session than in deltaopt's, which computes
+    SOP bits and expression ranges with ANSI off (`runtime.REQUIRED_CONF`) and on canonical text:
+    * it reads a FLOAT column (`floats`, lower-cased names): compared with an integer in float32 without
+      ANSI and in double with it, and added to one in either;
+    * it compares a string (a column in `strings`, or a string function) with a number: without ANSI
+      ``s = 1`` casts the string to INT but ``s IN (1, 2)``, which the normaliser makes of
+      ``s = 1 OR s = 2``, casts the numbers to strings; with ANSI both cast the string to BIGINT;
+    * it takes an array's size (-1 for NULL without ANSI, NULL with it).
+    A result that fails the query in one mode (an overflow, a bad cast) needs no care: it reads nothing."""
     if floats and any(c.name.lower() in floats for c in node.find_all(exp.Column)):
         return True
     sizes = node.find_all(exp.ArraySize, exp.Anonymous)
-    return any(isinstance(n, exp.ArraySize) or str(n.this).lower() == "cardinality" for n in sizes)
+    if any(isinstance(n, exp.ArraySize) or str(n.this).lower() == "cardinality" for n in sizes):
+        return True
+    return any(_string_meets_number(n, strings) for n in node.find_all(*_COMPARISONS))
+
+
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.In, exp.Between)
+_STRING_FUNCTIONS = (exp.Substring, exp.Upper, exp.Lower, exp.Trim, exp.Concat, exp.Left, exp.Right)
+
+
+def _string_meets_number(node: exp.Expr, strings: frozenset[str]) -> bool:
+    """A comparison with a string on one side and a number constant on another."""
+    sides = [node.this, *(node.expressions if isinstance(node, exp.In) else [])]
+    sides += [node.args[k] for k in ("expression", "low", "high") if node.args.get(k) is not None]
+    numbers = any(literal_type(side) != "other" for side in sides)
+    return numbers and any(_is_string(side, strings) for side in sides)
+
+
+def _is_string(side: exp.Expr, strings: frozenset[str]) -> bool:
+    side = side.unnest()
+    if isinstance(side, _STRING_FUNCTIONS):
+        return True
+    text = side.sql(dialect="spark")
+    return isinstance(side, exp.Column | exp.Dot) and (text in strings or text.lower() in strings)
 
 
 def _rounded(column_type: str | None, constants: Sequence[exp.Expr]) -> bool:

@@ -123,12 +123,13 @@ def _excluded_by_sop(node: exp.Expr, stats: FileStats) -> bool:
 
 def _mode_differs(node: exp.Expr, stats: FileStats) -> bool:
     """`node` may evaluate otherwise in a reader's ANSI session than in deltaopt's, where its SOP bits
-    and expression ranges were computed (`numbers.ansi_dependent`). Cached per set of FLOAT columns."""
-    known: dict[frozenset[str], bool] = node.meta.setdefault("deltaopt.ansi_dependent", {})
-    floats = stats.float_columns
-    if floats not in known:
-        known[floats] = ansi_dependent(node, floats)
-    return known[floats]
+    and expression ranges were computed (`numbers.ansi_dependent`). Cached per set of FLOAT and string
+    columns (one table's, in practice)."""
+    known: dict[tuple[frozenset[str], frozenset[str]], bool] = node.meta.setdefault("deltaopt.ansi_dependent", {})
+    key = (stats.float_columns, stats.string_expressions)
+    if key not in known:
+        known[key] = ansi_dependent(node, *key)
+    return known[key]
 
 
 def _zone_differs(node: exp.Expr, stats: FileStats) -> bool:

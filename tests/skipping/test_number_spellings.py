@@ -162,3 +162,18 @@ def test_equalities_merged_into_a_list_keep_a_float_column_s_file():
     """``g = 16777217 OR g = 0.5`` becomes ``g IN (0.5, 16777217)``, which Spark types as one (in double);
     the equality alone is TRUE without ANSI on 16777216 (float32), so the file is kept (finding 4)."""
     assert might_match(prepare("x = 16777217 OR x = 0.5"), _one_value("float", 16777216.0))
+
+
+def test_a_string_compared_with_numbers_does_not_use_bits_computed_in_another_mode():
+    """Without ANSI, ``s = 1`` casts the string to INT while ``s IN (1, 2)`` (what the normaliser makes of
+    ``s = 1 OR s = 2``) casts the numbers to strings: '01' matches the first, not the second, whose bit is
+    0; with ANSI both cast the string to BIGINT, and '01' matches. Bits over string functions compared
+    with strings are still used."""
+    from optimizer.skipping.filestats import FileStats, column_bounds
+
+    row = FileStats("f", 1, {"s": column_bounds("string", "01", "01", 0, True)})
+    listed = replace(row, sop={"s IN (1, 2)": False})
+    assert might_match(prepare("s = 1 OR s = 2"), listed)
+    assert might_match(prepare("s IN (1, 2)"), listed)
+    prefixed = replace(row, sop={"SUBSTRING(s, 1, 4) = 'DELI'": False})
+    assert not might_match(prepare("SUBSTRING(s, 1, 4) = 'DELI'"), prefixed)
