@@ -71,10 +71,15 @@ class FileStats:
         return bounds.family if bounds is not None else None
 
     @cached_property
-    def float_columns(self) -> frozenset[str]:
-        """Columns of type FLOAT (lower-cased paths): what deltaopt computed over them without ANSI may
-        differ in a reader's ANSI session (`numbers.ansi_dependent`)."""
-        return frozenset(name for name, bounds in self.columns.items() if bounds.type_name == "float")
+    def types(self) -> Mapping[str, str]:
+        """{lower-cased column path or canonical expression: its Spark type}, where known."""
+        known = (*self.expressions.items(), *self.columns.items())
+        return {name: bounds.type_name for name, bounds in known if bounds.type_name is not None}
+
+    @cached_property
+    def types_key(self) -> frozenset[tuple[str, str]]:
+        """`types` as a key: pruning caches per query node what depends on the table's types."""
+        return frozenset(self.types.items())
 
     @cached_property
     def string_expressions(self) -> frozenset[str]:

@@ -13,9 +13,10 @@ thesis matched q and f by exact text; beyond that, provably stricter forms on th
   q1 OR q2 implies f if both do; q implies f1 AND f2 if it implies both.
 
 Constants are compared only within one type family (`values.literal_family`); otherwise no
-implication is claimed, which keeps the file. Number constants take part only where they are the same
-value in every type Spark may compare them in (`numbers.exact_everywhere`: integer literals within
-2**24): Spark rounds others by the type of each comparison, and two constants that differ, such as
+implication is claimed, which keeps the file. Number constants take part only where they compare with
+each other as Spark compares each with the expression: integer literals within 2**24, the same value
+in every type (`numbers.exact_everywhere`), and any integer literal on an integer-typed expression.
+Spark rounds other constants by the type of each comparison, and two that differ, such as
 ``f > 9007199254740992`` and ``f = 9007199254740993`` on a DOUBLE, may round to one value.
 A quoted constant is compared as text only on an
 expression known to hold strings: on a TIMESTAMP or DATE column ``'2024-01-05 00:00:00'`` sorts after
@@ -24,13 +25,15 @@ expression known to hold strings: on a TIMESTAMP or DATE column ``'2024-01-05 00
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sqlglot import exp
 
-from optimizer.skipping.numbers import exact_everywhere
-from optimizer.skipping.values import NULL, Span, Unknown, constant, literal_family
+from optimizer.skipping.numbers import MAX_PRECISION, exact_everywhere, literal_type
+from optimizer.skipping.values import INTEGER_RANGES, NULL, Span, Unknown, constant, literal_family
 from querylog.predicates.tree import rendered
 
 OPS: dict[type[exp.Expr], str] = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
@@ -48,6 +51,9 @@ class ValueSet:
     high: Any = None
     high_open: bool = False
     prefix: str | None = None  # STARTSWITH
+    # every number constant is the same value in any type (`numbers.exact_everywhere`); else all are
+    # integer literals, exact against an integer column only (`_numbers_comparable`)
+    exact: bool = True
 
     def contains(self, value: Any) -> bool:
         if self.prefix is not None:
@@ -66,30 +72,27 @@ def value_set(node: exp.Expr) -> ValueSet | None:
         if type(node) in OPS:
             target = node.expression
             kind = literal_family(target)
-            if kind == "number" and not exact_everywhere(target):
-                return None
+            exact = _exactness(kind, [target])
             value = constant(target, kind)
-            if value is NULL or isinstance(value, Span):  # an instant that depends on the session's zone
+            if exact is None or value is NULL or isinstance(value, Span):  # Span: an instant the zone decides
                 return None
             op = OPS[type(node)]
             expression = rendered(node.this)
             if op == "=":
-                return ValueSet(expression, kind, frozenset([value]))
+                return ValueSet(expression, kind, frozenset([value]), exact=exact)
             if op in ("<", "<="):
-                return ValueSet(expression, kind, high=value, high_open=op == "<")
-            return ValueSet(expression, kind, low=value, low_open=op == ">")
+                return ValueSet(expression, kind, high=value, high_open=op == "<", exact=exact)
+            return ValueSet(expression, kind, low=value, low_open=op == ">", exact=exact)
         if isinstance(node, exp.In) and not node.args.get("query") and node.expressions:
             kinds = {literal_family(v) for v in node.expressions if not isinstance(v.unnest(), exp.Null)}
             if len(kinds) != 1:
                 return None
             kind = kinds.pop()
-            named = [v for v in node.expressions if not isinstance(v.unnest(), exp.Null)]
-            if kind == "number" and not all(exact_everywhere(v) for v in named):
-                return None
+            exact = _exactness(kind, [v for v in node.expressions if not isinstance(v.unnest(), exp.Null)])
             values = [constant(v, kind) for v in node.expressions]
-            if any(isinstance(v, Span) for v in values):
+            if exact is None or any(isinstance(v, Span) for v in values):
                 return None
-            return ValueSet(rendered(node.this), kind, frozenset(v for v in values if v is not NULL))
+            return ValueSet(rendered(node.this), kind, frozenset(v for v in values if v is not NULL), exact=exact)
         if isinstance(node, exp.StartsWith):
             prefix = node.expression.unnest()
             if isinstance(prefix, exp.Literal) and prefix.is_string:
@@ -99,8 +102,31 @@ def value_set(node: exp.Expr) -> ValueSet | None:
     return None
 
 
-def _subset(q: ValueSet, f: ValueSet, strings: frozenset[str]) -> bool:
+def _exactness(kind: str, constants: list[exp.Expr]) -> bool | None:
+    """For `ValueSet.exact`: True where every number constant is exact in any type (or none is a number),
+    False where all are integer literals (`numbers.literal_type`, no cast), None otherwise (no set)."""
+    if kind != "number" or all(exact_everywhere(c) for c in constants):
+        return True
+    plain = all(isinstance(c.unnest(), exp.Literal | exp.Neg) for c in constants)
+    return False if plain and all(literal_type(c) == "integer" for c in constants) else None
+
+
+def _numbers_comparable(q: ValueSet, f: ValueSet, types: Mapping[str, str]) -> bool:
+    """Whether the two sets' number constants compare with each other as Spark compares each with the
+    expression: exact everywhere, but not on a decimal of scale 29 or more (an IN list widens it with
+    an INT, rounding the column, where a comparison does not: Spark 4); integer literals of any size on
+    an integer-typed expression (`types`: lower-cased paths and expressions)."""
+    type_name = types.get(q.expression) or types.get(q.expression.lower()) or ""
+    if q.exact and f.exact:
+        shape = re.fullmatch(r"decimal\(\s*\d+\s*,\s*(\d+)\s*\)", type_name)
+        return shape is None or int(shape.group(1)) <= MAX_PRECISION - 10
+    return type_name in INTEGER_RANGES
+
+
+def _subset(q: ValueSet, f: ValueSet, strings: frozenset[str], types: Mapping[str, str]) -> bool:
     if q.expression != f.expression or q.family != f.family or q.family == "other":
+        return False
+    if q.family == "number" and not _numbers_comparable(q, f, types):
         return False
     if q.family == "string" and q.prefix is None and not {q.expression, q.expression.lower()} & strings:
         return False  # quoted constants on a column that may not hold strings: their text order says nothing
@@ -122,24 +148,28 @@ def _subset(q: ValueSet, f: ValueSet, strings: frozenset[str]) -> bool:
         return False
 
 
-def implies(q: exp.Expr, f: exp.Expr, strings: frozenset[str] = frozenset()) -> bool:
+def implies(
+    q: exp.Expr, f: exp.Expr, strings: frozenset[str] = frozenset(), types: Mapping[str, str] | None = None
+) -> bool:
     """True only when every row satisfying `q` satisfies `f`; `strings` are the rendered expressions
-    (lower-cased columns) known to hold strings, the only ones whose quoted constants compare as text."""
+    (lower-cased columns) known to hold strings, the only ones whose quoted constants compare as text;
+    `types` the Spark types known of expressions, which say where number constants compare exactly."""
+    types = types or {}
     q = q.unnest()
     f = f.unnest()
     if rendered(q) == rendered(f):
         return True
     if isinstance(f, exp.Or):
-        return any(implies(q, part, strings) for part in f.flatten())
+        return any(implies(q, part, strings, types) for part in f.flatten())
     if isinstance(q, exp.And):
-        return any(implies(part, f, strings) for part in q.flatten())
+        return any(implies(part, f, strings, types) for part in q.flatten())
     if isinstance(q, exp.Or):
-        return all(implies(part, f, strings) for part in q.flatten())
+        return all(implies(part, f, strings, types) for part in q.flatten())
     if isinstance(f, exp.And):
-        return all(implies(q, part, strings) for part in f.flatten())
+        return all(implies(q, part, strings, types) for part in f.flatten())
     qs = _value_set(q)
     fs = _value_set(f)
-    return qs is not None and fs is not None and _subset(qs, fs, strings)
+    return qs is not None and fs is not None and _subset(qs, fs, strings, types)
 
 
 def _value_set(node: exp.Expr) -> ValueSet | None:

@@ -23,7 +23,7 @@ What deltaopt computes in its own session (SOP bits, expression ranges) is compu
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -31,7 +31,8 @@ from typing import Any
 from sqlglot import exp
 
 from optimizer.skipping.filestats import Bounds
-from optimizer.skipping.values import INTEGER_RANGES
+from optimizer.skipping.values import INTEGER_RANGES, family
+from querylog.predicates.tree import column_path
 
 MAX_PRECISION = 38  # Spark's widest decimal
 SINGLE_EXACT = 2**24  # every integer up to this is a float32
@@ -53,7 +54,11 @@ def as_compared(
     (the module's rules); None where pruning cannot compare as Spark does, and the file is kept."""
     if not any(isinstance(v, Decimal) for v in values):
         return bounds, keys, values
-    kinds = {literal_type(c) for c in constants} - {"other"}
+    # cached on the first constant (its list belongs to one node): pruning asks again for every file
+    cache: dict[Any, Any] = constants[0].meta.setdefault("deltaopt.numbers", {}) if constants else {}
+    if "kinds" not in cache:
+        cache["kinds"] = frozenset(literal_type(c) for c in constants) - {"other"}
+    kinds = cache["kinds"]
     if "float" in kinds:
         return None
     floating = _floating(bounds, keys)
@@ -64,7 +69,9 @@ def as_compared(
         return bounds, keys, doubled
     if "double" in kinds:
         return replace(bounds, low=_as_double(bounds.low), high=_as_double(bounds.high)), None, doubled
-    return None if _rounded(bounds.type_name, constants) else (bounds, keys, values)
+    if bounds.type_name not in cache:
+        cache[bounds.type_name] = _rounded(bounds.type_name, constants)
+    return None if cache[bounds.type_name] else (bounds, keys, values)
 
 
 def literal_type(node: exp.Expr) -> str:
@@ -101,42 +108,62 @@ def exact_everywhere(node: exp.Expr) -> bool:
     return int(str(node.this)) <= SINGLE_EXACT
 
 
-def ansi_dependent(node: exp.Expr, floats: frozenset[str], strings: frozenset[str] = frozenset()) -> bool:
+def ansi_dependent(node: exp.Expr, types: Mapping[str, str], strings: frozenset[str] = frozenset()) -> bool:
     """Whether `node` may evaluate otherwise in a reader's session than in deltaopt's, which computes
-    SOP bits and expression ranges with ANSI off (`runtime.REQUIRED_CONF`) and on canonical text:
-    * it reads a FLOAT column (`floats`, lower-cased names): compared with an integer in float32 without
-      ANSI and in double with it, and added to one in either;
-    * it compares a string (a column in `strings`, or a string function) with a number: without ANSI
-      ``s = 1`` casts the string to INT but ``s IN (1, 2)``, which the normaliser makes of
-      ``s = 1 OR s = 2``, casts the numbers to strings; with ANSI both cast the string to BIGINT;
-    * it takes an array's size (-1 for NULL without ANSI, NULL with it).
+    SOP bits and expression ranges with ANSI off (`runtime.REQUIRED_CONF`) and on canonical text.
+    `types`: {lower-cased column path or expression: Spark type}; `strings`: what holds strings.
+    * a FLOAT anywhere (a column, a struct field, an array's or map's values, a cast to FLOAT):
+      compared with an integer in float32 without ANSI and in double with it, added in either;
+    * a string meeting a number: without ANSI ``s = 1`` casts the string to INT (overflow: NULL) but
+      ``s IN (1, 2)``, the normaliser's form of ``s = 1 OR s = 2``, casts the numbers to strings, and
+      ``i < '3000000000'`` casts the string to INT; with ANSI they cast to BIGINT or DOUBLE;
+    * an array's size (-1 for NULL without ANSI, NULL with it).
     A result that fails the query in one mode (an overflow, a bad cast) needs no care: it reads nothing."""
-    if floats and any(c.name.lower() in floats for c in node.find_all(exp.Column)):
-        return True
-    sizes = node.find_all(exp.ArraySize, exp.Anonymous)
-    if any(isinstance(n, exp.ArraySize) or str(n.this).lower() == "cardinality" for n in sizes):
-        return True
-    return any(_string_meets_number(n, strings) for n in node.find_all(*_COMPARISONS))
+    for part in node.walk():
+        if isinstance(part, exp.Cast | exp.TryCast) and part.to.is_type(exp.DataType.Type.FLOAT):
+            return True
+        if isinstance(part, exp.ArraySize) or (
+            isinstance(part, exp.Anonymous) and str(part.this).lower() == "cardinality"
+        ):
+            return True
+        path = column_path(part) if isinstance(part, exp.Column | exp.Dot) else None
+        if path is not None and "float" in types.get(".".join(path), ""):
+            return True
+        if isinstance(part, _COMPARISONS) and _string_meets_number(part, types, strings):
+            return True
+    return False
 
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.In, exp.Between)
 _STRING_FUNCTIONS = (exp.Substring, exp.Upper, exp.Lower, exp.Trim, exp.Concat, exp.Left, exp.Right)
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg)
 
 
-def _string_meets_number(node: exp.Expr, strings: frozenset[str]) -> bool:
-    """A comparison with a string on one side and a number constant on another."""
+def _string_meets_number(node: exp.Expr, types: Mapping[str, str], strings: frozenset[str]) -> bool:
+    """A comparison with a string on one side and a number on another."""
     sides = [node.this, *(node.expressions if isinstance(node, exp.In) else [])]
     sides += [node.args[k] for k in ("expression", "low", "high") if node.args.get(k) is not None]
-    numbers = any(literal_type(side) != "other" for side in sides)
-    return numbers and any(_is_string(side, strings) for side in sides)
+    kinds = {_side_kind(side, types, strings) for side in sides}
+    return {"string", "number"} <= kinds
 
 
-def _is_string(side: exp.Expr, strings: frozenset[str]) -> bool:
+def _side_kind(side: exp.Expr, types: Mapping[str, str], strings: frozenset[str]) -> str:
+    """ "string", "number" or "other" (unknown, or another family)."""
     side = side.unnest()
+    if isinstance(side, exp.Literal):
+        return "string" if side.is_string else "number"
     if isinstance(side, _STRING_FUNCTIONS):
-        return True
-    text = side.sql(dialect="spark")
-    return isinstance(side, exp.Column | exp.Dot) and (text in strings or text.lower() in strings)
+        return "string"
+    if isinstance(side, _ARITHMETIC) or (isinstance(side, exp.Cast | exp.TryCast) and literal_type(side) != "other"):
+        return "number"
+    path = column_path(side)
+    if path is None:
+        return "other"
+    name = ".".join(path)
+    type_name = types.get(name, "")
+    if name in strings or type_name == "string" or type_name.startswith(("varchar", "char")):
+        return "string"
+    return "number" if family(type_name) == "number" else "other"
 
 
 def _rounded(column_type: str | None, constants: Sequence[exp.Expr]) -> bool:

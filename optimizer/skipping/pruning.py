@@ -106,16 +106,16 @@ def _excluded_by_sop(node: exp.Expr, stats: FileStats) -> bool:
     text = rendered(node)
     if stats.sop.get(text) is False:
         return True
-    # per query node, feature, the file's string-typed expressions (text order is theirs alone) and FLOAT columns
-    implied: dict[tuple[str, frozenset[str], frozenset[str]], bool] = node.meta.setdefault("deltaopt.implies", {})
+    # per query node, feature, the file's string-typed expressions (text order is theirs alone) and types
+    implied: dict[tuple[str, frozenset[str], frozenset[Any]], bool] = node.meta.setdefault("deltaopt.implies", {})
     strings = stats.string_expressions
     for feature, bit in stats.sop.items():
         if bit:
             continue
-        key = (feature, strings, stats.float_columns)
+        key = (feature, strings, stats.types_key)
         if key not in implied:
             parsed = _feature(feature)
-            implied[key] = not _mode_differs(parsed, stats) and implies(node, parsed, strings)
+            implied[key] = not _mode_differs(parsed, stats) and implies(node, parsed, strings, stats.types)
         if implied[key]:
             return True
     return False
@@ -123,12 +123,12 @@ def _excluded_by_sop(node: exp.Expr, stats: FileStats) -> bool:
 
 def _mode_differs(node: exp.Expr, stats: FileStats) -> bool:
     """`node` may evaluate otherwise in a reader's ANSI session than in deltaopt's, where its SOP bits
-    and expression ranges were computed (`numbers.ansi_dependent`). Cached per set of FLOAT and string
-    columns (one table's, in practice)."""
-    known: dict[tuple[frozenset[str], frozenset[str]], bool] = node.meta.setdefault("deltaopt.ansi_dependent", {})
-    key = (stats.float_columns, stats.string_expressions)
+    and expression ranges were computed (`numbers.ansi_dependent`). Cached per set of types and string
+    expressions (one table's, in practice)."""
+    known: dict[tuple[frozenset[Any], frozenset[str]], bool] = node.meta.setdefault("deltaopt.ansi_dependent", {})
+    key = (stats.types_key, stats.string_expressions)
     if key not in known:
-        known[key] = ansi_dependent(node, *key)
+        known[key] = ansi_dependent(node, stats.types, stats.string_expressions)
     return known[key]
 
 
@@ -151,7 +151,9 @@ def _bounds(expression: exp.Expr, stats: FileStats) -> Bounds | None:
     if path is not None and ".".join(path) in stats.columns:
         return stats.columns[".".join(path)]
     bounds = stats.expressions.get(rendered(expression))
-    if bounds is None or _zone_differs(expression, stats) or _mode_differs(expression, stats):
+    if bounds is None or "float" in (bounds.type_name or "") or _zone_differs(expression, stats):
+        return None  # a FLOAT range was computed in float32 (without ANSI): a reader may compute in double
+    if _mode_differs(expression, stats):
         return None
     return bounds
 

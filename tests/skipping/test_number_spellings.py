@@ -177,3 +177,61 @@ def test_a_string_compared_with_numbers_does_not_use_bits_computed_in_another_mo
     assert might_match(prepare("s IN (1, 2)"), listed)
     prefixed = replace(row, sop={"SUBSTRING(s, 1, 4) = 'DELI'": False})
     assert not might_match(prepare("SUBSTRING(s, 1, 4) = 'DELI'"), prefixed)
+
+
+def _no_row_satisfies(text: str) -> dict[str, bool]:
+    """The SOP bits of a file none of whose rows satisfies `text` (as deltaopt computes it, without ANSI),
+    keyed by the canonical text pruning looks up."""
+    from querylog.predicates.tree import rendered
+
+    (conjunct,) = prepare(text).conjuncts
+    return {rendered(conjunct): False}
+
+
+MODE_DEPENDENT = [  # (column, Spark type, value, predicate): FALSE or NULL without ANSI, TRUE with it
+    ("s", "string", "3000000000", "s > 1"),  # INT overflows to NULL without ANSI; BIGINT with it
+    ("i", "int", 5, "i < '3000000000'"),
+    ("g", "decimal(38,0)", D("1"), "g < '1.4'"),
+    ("s.f", "float", 16777216.0, "s.f < 16777217"),  # a struct's FLOAT field
+    ("a", "array<float>", None, "a[0] < 16777217"),
+    ("i", "int", 16777216, "CAST(i AS FLOAT) < 16777217"),
+]
+
+
+@pytest.mark.parametrize(("column", "type_name", "value", "text"), MODE_DEPENDENT)
+def test_a_bit_computed_without_ansi_is_not_used_where_ansi_may_differ(column, type_name, value, text):
+    """Review 65b's finding 1: each predicate is TRUE with ANSI on a row the bit (computed without it) says
+    does not satisfy it; min/max alone keeps the file, and so must the bit."""
+    from optimizer.skipping.filestats import FileStats, column_bounds
+
+    stats = FileStats("f", 1, {column: column_bounds(type_name, value, value, 0, True)}, zone="UTC")
+    assert might_match(prepare(text, "UTC"), replace(stats, sop=_no_row_satisfies(text))), text
+
+
+def test_a_float_range_is_not_used():
+    """A FLOAT expression's range was computed in float32; with ANSI, Spark computes it in double."""
+    from optimizer.skipping.filestats import FileStats, column_bounds
+
+    ranged = column_bounds("float", 1.100000023841858, 1.100000023841858, 0, True)
+    stats = FileStats("f", 1, {"d": column_bounds("double", 0.1, 0.1, 0, True)}, {"CAST(d AS FLOAT) + 1": ranged})
+    assert might_match(prepare("CAST(d AS FLOAT) + 1 < 1.100000002"), stats)
+
+
+def test_an_in_list_on_a_wide_decimal_implies_no_comparison():
+    """Spark 4 widens ``g IN (2, 3)`` on DECIMAL(38,29) with INT, rounding 1.99..9 (29 nines) to 2, where
+    ``g >= 2`` compares unrounded (review 65b's finding 2)."""
+    nines = D("1." + "9" * 29)
+    stats = _one_value("decimal(38,29)", nines)
+    wide = replace(stats, columns={"x": replace(stats.columns["x"], low=None, high=None)})
+    assert might_match(prepare("x IN (2, 3)"), replace(wide, sop=_no_row_satisfies("x >= 2")))
+
+
+@pytest.mark.parametrize("type_name", ["int", "bigint"])
+def test_integer_literals_of_any_size_imply_on_an_integer_column(type_name):
+    """Review 65b's finding 3: past 2**24 integers are exact on an integer column (yyyymmdd dates); on a
+    DOUBLE they may round, and the bit is not used."""
+    for column_type, value in ((type_name, 30000000), ("double", 30000000.0)):
+        stats = _one_value(column_type, value)
+        unbounded = replace(stats, columns={"x": replace(stats.columns["x"], low=None, high=None)})
+        bits = replace(unbounded, sop=_no_row_satisfies("x <= 20240102"))
+        assert might_match(prepare("x < 20240101"), bits) is (column_type == "double"), column_type
