@@ -14,8 +14,9 @@ thesis matched q and f by exact text; beyond that, provably stricter forms on th
 
 Constants are compared only within one type family (`values.literal_family`); otherwise no
 implication is claimed, which keeps the file. Number constants take part only where they compare with
-each other as Spark compares each with the expression: integer literals within 2**24, the same value
-in every type (`numbers.exact_everywhere`), and any integer literal on an integer-typed expression.
+each other as Spark compares each with the expression: on integer and decimal expressions, exact
+constants Spark widens with them unrounded; on others, integer literals within 2**24, the same value
+in every type (`numbers.exact_everywhere`).
 Spark rounds other constants by the type of each comparison, and two that differ, such as
 ``f > 9007199254740992`` and ``f = 9007199254740993`` on a DOUBLE, may round to one value.
 A quoted constant is compared as text only on an
@@ -25,15 +26,14 @@ expression known to hold strings: on a TIMESTAMP or DATE column ``'2024-01-05 00
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sqlglot import exp
 
-from optimizer.skipping.numbers import MAX_PRECISION, exact_everywhere, literal_type
-from optimizer.skipping.values import INTEGER_RANGES, NULL, Span, Unknown, constant, literal_family
+from optimizer.skipping.numbers import decimal_shape, exact_everywhere, literal_type, rounds_when_widened
+from optimizer.skipping.values import NULL, Span, Unknown, constant, literal_family
 from querylog.predicates.tree import rendered
 
 OPS: dict[type[exp.Expr], str] = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
@@ -51,8 +51,9 @@ class ValueSet:
     high: Any = None
     high_open: bool = False
     prefix: str | None = None  # STARTSWITH
-    # every number constant is the same value in any type (`numbers.exact_everywhere`); else all are
-    # integer literals, exact against an integer column only (`_numbers_comparable`)
+    # the number constants, and whether each is the same value in any type (`numbers.exact_everywhere`):
+    # how they compare with each other as Spark compares each with the expression (`_numbers_comparable`)
+    numbers: tuple[exp.Expr, ...] = ()
     exact: bool = True
 
     def contains(self, value: Any) -> bool:
@@ -72,27 +73,27 @@ def value_set(node: exp.Expr) -> ValueSet | None:
         if type(node) in OPS:
             target = node.expression
             kind = literal_family(target)
-            exact = _exactness(kind, [target])
+            typed = _numbers(kind, [target])
             value = constant(target, kind)
-            if exact is None or value is NULL or isinstance(value, Span):  # Span: an instant the zone decides
+            if value is NULL or isinstance(value, Span):  # Span: an instant the zone decides
                 return None
             op = OPS[type(node)]
             expression = rendered(node.this)
             if op == "=":
-                return ValueSet(expression, kind, frozenset([value]), exact=exact)
+                return ValueSet(expression, kind, frozenset([value]), **typed)
             if op in ("<", "<="):
-                return ValueSet(expression, kind, high=value, high_open=op == "<", exact=exact)
-            return ValueSet(expression, kind, low=value, low_open=op == ">", exact=exact)
+                return ValueSet(expression, kind, high=value, high_open=op == "<", **typed)
+            return ValueSet(expression, kind, low=value, low_open=op == ">", **typed)
         if isinstance(node, exp.In) and not node.args.get("query") and node.expressions:
             kinds = {literal_family(v) for v in node.expressions if not isinstance(v.unnest(), exp.Null)}
             if len(kinds) != 1:
                 return None
             kind = kinds.pop()
-            exact = _exactness(kind, [v for v in node.expressions if not isinstance(v.unnest(), exp.Null)])
+            typed = _numbers(kind, [v for v in node.expressions if not isinstance(v.unnest(), exp.Null)])
             values = [constant(v, kind) for v in node.expressions]
-            if exact is None or any(isinstance(v, Span) for v in values):
+            if any(isinstance(v, Span) for v in values):
                 return None
-            return ValueSet(rendered(node.this), kind, frozenset(v for v in values if v is not NULL), exact=exact)
+            return ValueSet(rendered(node.this), kind, frozenset(v for v in values if v is not NULL), **typed)
         if isinstance(node, exp.StartsWith):
             prefix = node.expression.unnest()
             if isinstance(prefix, exp.Literal) and prefix.is_string:
@@ -102,25 +103,25 @@ def value_set(node: exp.Expr) -> ValueSet | None:
     return None
 
 
-def _exactness(kind: str, constants: list[exp.Expr]) -> bool | None:
-    """For `ValueSet.exact`: True where every number constant is exact in any type (or none is a number),
-    False where all are integer literals (`numbers.literal_type`, no cast), None otherwise (no set)."""
-    if kind != "number" or all(exact_everywhere(c) for c in constants):
-        return True
-    plain = all(isinstance(c.unnest(), exp.Literal | exp.Neg) for c in constants)
-    return False if plain and all(literal_type(c) == "integer" for c in constants) else None
+def _numbers(kind: str, constants: list[exp.Expr]) -> dict[str, Any]:
+    """`ValueSet.numbers` and `ValueSet.exact` of a set's constants (none where they are no numbers)."""
+    if kind != "number":
+        return {}
+    return {"numbers": tuple(constants), "exact": all(exact_everywhere(c) for c in constants)}
 
 
 def _numbers_comparable(q: ValueSet, f: ValueSet, types: Mapping[str, str]) -> bool:
     """Whether the two sets' number constants compare with each other as Spark compares each with the
-    expression: exact everywhere, but not on a decimal of scale 29 or more (an IN list widens it with
-    an INT, rounding the column, where a comparison does not: Spark 4); integer literals of any size on
-    an integer-typed expression (`types`: lower-cased paths and expressions)."""
-    type_name = types.get(q.expression) or types.get(q.expression.lower()) or ""
-    if q.exact and f.exact:
-        shape = re.fullmatch(r"decimal\(\s*\d+\s*,\s*(\d+)\s*\)", type_name)
-        return shape is None or int(shape.group(1)) <= MAX_PRECISION - 10
-    return type_name in INTEGER_RANGES
+    expression (`types`: its Spark type, by lower-cased path or canonical text). On an integer or
+    decimal expression: exact constants (no double or float) that Spark 4 widens with it unrounded
+    (`numbers.rounds_when_widened`; an IN list widens integers as INT where a comparison does not,
+    which the check assumes of both); on any other: constants exact in every type."""
+    type_name = types.get(q.expression) or types.get(q.expression.lower())
+    constants = (*q.numbers, *f.numbers)
+    if decimal_shape(type_name) is not None:
+        exact = {literal_type(c) for c in constants} <= {"integer", "decimal"}
+        return exact and not rounds_when_widened(type_name, constants)
+    return q.exact and f.exact
 
 
 def _subset(q: ValueSet, f: ValueSet, strings: frozenset[str], types: Mapping[str, str]) -> bool:

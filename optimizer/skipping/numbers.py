@@ -70,7 +70,7 @@ def as_compared(
     if "double" in kinds:
         return replace(bounds, low=_as_double(bounds.low), high=_as_double(bounds.high)), None, doubled
     if bounds.type_name not in cache:
-        cache[bounds.type_name] = _rounded(bounds.type_name, constants)
+        cache[bounds.type_name] = rounds_when_widened(bounds.type_name, constants)
     return None if cache[bounds.type_name] else (bounds, keys, values)
 
 
@@ -166,19 +166,19 @@ def _side_kind(side: exp.Expr, types: Mapping[str, str], strings: frozenset[str]
     return "number" if family(type_name) == "number" else "other"
 
 
-def _rounded(column_type: str | None, constants: Sequence[exp.Expr]) -> bool:
+def rounds_when_widened(column_type: str | None, constants: Sequence[exp.Expr]) -> bool:
     """Whether Spark 4, widening the column and the exact constants to one decimal type, may round
     either: its integral digits and scale together pass `MAX_PRECISION` (an unknown shape: may)."""
     named = [c for c in constants if not isinstance(c.unnest(), exp.Null)]
-    shapes = [_column_shape(column_type), *(_constant_shape(c) for c in named)]
+    shapes = [decimal_shape(column_type), *(_constant_shape(c) for c in named)]
     known = [s for s in shapes if s is not None]
     if len(known) < len(shapes):
         return True
     return max(i for i, _ in known) + max(s for _, s in known) > MAX_PRECISION
 
 
-def _column_shape(type_name: str | None) -> tuple[int, int] | None:
-    """(integral digits, scale) of an integer or decimal column type; None when unknown."""
+def decimal_shape(type_name: str | None) -> tuple[int, int] | None:
+    """(integral digits, scale) of an integer or decimal type as Spark widens it; None for others."""
     name = (type_name or "").lower().replace(" ", "")
     if name in _INTEGER_SHAPES:
         return _INTEGER_SHAPES[name]
@@ -195,7 +195,7 @@ def _constant_shape(node: exp.Expr) -> tuple[int, int] | None:
     if isinstance(node, exp.Neg):
         return _constant_shape(node.this)
     if isinstance(node, exp.Cast | exp.TryCast):
-        return _column_shape(node.to.sql(dialect="spark"))
+        return decimal_shape(node.to.sql(dialect="spark"))
     if not isinstance(node, exp.Literal) or node.is_string:
         return None
     text = str(node.this)

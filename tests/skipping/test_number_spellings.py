@@ -235,3 +235,13 @@ def test_integer_literals_of_any_size_imply_on_an_integer_column(type_name):
         unbounded = replace(stats, columns={"x": replace(stats.columns["x"], low=None, high=None)})
         bits = replace(unbounded, sop=_no_row_satisfies("x <= 20240102"))
         assert might_match(prepare("x < 20240101"), bits) is (column_type == "double"), column_type
+
+
+def test_decimal_constants_imply_on_a_decimal_column_spark_widens_unrounded():
+    """On DECIMAL(12,2), 1.5 and 2.25 are the values Spark compares (it widens them unrounded): a query
+    above the feature's range is implied by it. On a DOUBLE the two may round (no implication)."""
+    for column_type, value, implied in (("decimal(12,2)", D("1.00"), True), ("double", 1.0, False)):
+        stats = _one_value(column_type, value)
+        unbounded = replace(stats, columns={"x": replace(stats.columns["x"], low=None, high=None)})
+        bits = replace(unbounded, sop=_no_row_satisfies("x > 1.5"))
+        assert might_match(prepare("x >= 2.25"), bits) is not implied, column_type
