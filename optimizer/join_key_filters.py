@@ -13,7 +13,7 @@ and rendered once by sqlglot:
 * an IN list deduplicated by the keys' text and ordered as ``equalities_to_in`` orders it: non-negative
   numbers by value, then strings by value, then everything else (negative numbers, dates) by its text;
   one key is an equality;
-* decimal keys without redundant zeros (``canonical_numbers``, applied to the built tree).
+* decimal keys as written (no pass strips their zeros: Spark types ``2.0`` a DECIMAL, ``2`` an INT).
 
 No other pass changes these trees. Any other key type (timestamps, mixed types) or a column name that
 is not a plain identifier goes through ``canonical_conjuncts`` as before. The deriver never asks for key
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from querylog.predicates.normalize import canonical_conjuncts, canonical_numbers, lower_identifiers, sql
+from querylog.predicates.normalize import canonical_conjuncts, lower_identifiers, sql
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
@@ -57,8 +57,6 @@ def key_filters(column: str, values: list[Any], low: Any, high: Any, *, max_in: 
         built += [_compared(exp.GTE, target, low), _compared(exp.LTE, target, high)]
     if listed:
         built.append(_members(target, values, order))
-    if isinstance(low, Decimal):
-        built = [canonical_numbers(b) for b in built]
     return [sql(b) for b in built]
 
 
@@ -186,7 +184,7 @@ def _decimal_order(value: Decimal, node: exp.Expr) -> Order:
 
 
 def _number_text(node: exp.Expr) -> str | None:
-    """A number's text as rendered before ``canonical_numbers``: its literal, ``-`` and it for a ``Neg``."""
+    """A number's text as rendered: its literal, ``-`` and it for a ``Neg``."""
     if isinstance(node, exp.Literal):
         return str(node.this)
     if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal):

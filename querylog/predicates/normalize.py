@@ -268,19 +268,6 @@ def like_prefix_to_startswith(expression: exp.Expr) -> exp.Expr:
     return expression.transform(rewrite, copy=False)
 
 
-def canonical_numbers(expression: exp.Expr) -> exp.Expr:
-    def rewrite(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Literal) and not node.is_string:
-            text = node.this
-            if "." in text and "e" not in text.lower():
-                stripped = text.rstrip("0").rstrip(".")
-                if stripped and stripped != text:
-                    return exp.Literal.number(stripped if stripped not in ("", "-") else "0")
-        return node
-
-    return expression.transform(rewrite, copy=False)
-
-
 def factor_common_conjuncts(expression: exp.Expr) -> exp.Expr:
     """``(a AND b) OR (a AND c)`` -> ``a AND (b OR c)``, as Spark's BooleanSimplification does, so the
     shared conjunct becomes a filter of its own (and ``(a AND b) OR a`` -> ``a``)."""
@@ -336,7 +323,6 @@ def _wrap(operand: exp.Expr, parent: exp.Expr) -> exp.Expr:
 _CANONICAL_FORMS: tuple[Pass, ...] = (
     equalities_to_in,
     like_prefix_to_startswith,
-    canonical_numbers,
     order_operands,
     factor_common_conjuncts,
     order_operands,

@@ -37,7 +37,6 @@ from sqlglot.tokens import Token, TokenType
 
 from querylog.errors import PredicateError
 from querylog.predicates.attribute import Identity, JoinKey, QueryScans, Schema, TableScan, scan_filters, table_identity
-from querylog.predicates.normalize import canonical_numbers
 from querylog.predicates.parse import DIALECT, parse_query
 from querylog.predicates.truncate import check_statement_size
 
@@ -63,12 +62,13 @@ def _sentinel(kind: TokenType, index: int) -> str:
 
 
 def _rendered(token: Token) -> str | None:
-    """How the canonical text writes this literal: sqlglot's own rendering, with the canonical
-    passes' number form; None for a number written in a form that could parse differently."""
+    """How the canonical text writes this literal: sqlglot's own rendering (numbers as written: Spark
+    types ``2.0`` a DECIMAL and ``2`` an INT); None for a number written in a form that could parse
+    differently."""
     if token.token_type == TokenType.NUMBER:
         if not PLAIN_NUMBER.fullmatch(token.text):
             return None
-        return canonical_numbers(exp.Literal.number(token.text)).sql(DIALECT)
+        return exp.Literal.number(token.text).sql(DIALECT)
     return exp.Literal.string(token.text).sql(DIALECT)
 
 

@@ -214,7 +214,7 @@ def test_import_event_log(log):
                 "l_shipdate >= CAST('1994-01-01' AS DATE)",
             ),
             ("l_comment LIKE '%quick%'", "l_shipmode IN ('MAIL', 'SHIP')"),
-            ("STARTSWITH(l_shipinstruct, 'DELIVER')", "l_quantity > 45"),
+            ("STARTSWITH(l_shipinstruct, 'DELIVER')", "l_quantity > 45.00"),
             ("MONTH(l_shipdate) = 12",),
         ]
     )
@@ -238,7 +238,7 @@ SPARK4_SCANS = sorted(
         ("orders", ("o_orderdate < CAST('1993-10-01' AS DATE)", "o_orderdate >= CAST('1993-07-01' AS DATE)")),
         ("lineitem", ("l_shipdate > CAST('1995-03-15' AS DATE)",)),
         ("orders", ("o_orderdate < CAST('1995-03-15' AS DATE)",)),
-        ("lineitem", ("l_discount > l_tax", "l_quantity > 45")),
+        ("lineitem", ("l_discount > l_tax", "l_quantity > 45.00")),
     ]
 )
 SPARK4_ALIASES = {
