@@ -55,6 +55,7 @@ class ValueSet:
     # how they compare with each other as Spark compares each with the expression (`_numbers_comparable`)
     numbers: tuple[exp.Expr, ...] = ()
     exact: bool = True
+    listed: bool = False  # from an IN list, which Spark types as one (its integers as INT), unlike a comparison
 
     def contains(self, value: Any) -> bool:
         if self.prefix is not None:
@@ -93,7 +94,8 @@ def value_set(node: exp.Expr) -> ValueSet | None:
             values = [constant(v, kind) for v in node.expressions]
             if any(isinstance(v, Span) for v in values):
                 return None
-            return ValueSet(rendered(node.this), kind, frozenset(v for v in values if v is not NULL), **typed)
+            present = frozenset(v for v in values if v is not NULL)
+            return ValueSet(rendered(node.this), kind, present, listed=True, **typed)
         if isinstance(node, exp.StartsWith):
             prefix = node.expression.unnest()
             if isinstance(prefix, exp.Literal) and prefix.is_string:
@@ -116,12 +118,13 @@ def _numbers_comparable(q: ValueSet, f: ValueSet, types: Mapping[str, str]) -> b
     decimal expression: exact constants (no double or float) that Spark 4 widens with it unrounded
     (`numbers.rounds_when_widened`; an IN list widens integers as INT where a comparison does not,
     which the check assumes of both); on any other: constants exact in every type."""
-    type_name = types.get(q.expression) or types.get(q.expression.lower())
+    type_name = types.get(q.expression) or types.get(q.expression.lower()) or ""
     constants = (*q.numbers, *f.numbers)
     if decimal_shape(type_name) is not None:
         exact = {literal_type(c) for c in constants} <= {"integer", "decimal"}
         return exact and not rounds_when_widened(type_name, constants)
-    return q.exact and f.exact
+    # of an unknown type (a decimal of scale 29 or more, maybe), a list and a comparison may widen apart
+    return q.exact and f.exact and (bool(type_name) or q.listed == f.listed)
 
 
 def _subset(q: ValueSet, f: ValueSet, strings: frozenset[str], types: Mapping[str, str]) -> bool:

@@ -114,9 +114,11 @@ def ansi_dependent(node: exp.Expr, types: Mapping[str, str], strings: frozenset[
     `types`: {lower-cased column path or expression: Spark type}; `strings`: what holds strings.
     * a FLOAT anywhere (a column, a struct field, an array's or map's values, a cast to FLOAT):
       compared with an integer in float32 without ANSI and in double with it, added in either;
-    * a string meeting a number: without ANSI ``s = 1`` casts the string to INT (overflow: NULL) but
-      ``s IN (1, 2)``, the normaliser's form of ``s = 1 OR s = 2``, casts the numbers to strings, and
-      ``i < '3000000000'`` casts the string to INT; with ANSI they cast to BIGINT or DOUBLE;
+    * a string meeting a number in a comparison or arithmetic, or an operand of unknown kind (a function
+      sqlglot does not type here) meeting either: without ANSI ``s = 1`` casts the string to INT
+      (overflow: NULL) but ``s IN (1, 2)``, the normaliser's form of ``s = 1 OR s = 2``, casts the
+      numbers to strings, and ``i < '3000000000'`` casts the string to INT; with ANSI they cast to
+      BIGINT or DOUBLE;
     * an array's size (-1 for NULL without ANSI, NULL with it).
     A result that fails the query in one mode (an overflow, a bad cast) needs no care: it reads nothing."""
     for part in node.walk():
@@ -129,41 +131,98 @@ def ansi_dependent(node: exp.Expr, types: Mapping[str, str], strings: frozenset[
         path = column_path(part) if isinstance(part, exp.Column | exp.Dot) else None
         if path is not None and "float" in types.get(".".join(path), ""):
             return True
-        if isinstance(part, _COMPARISONS) and _string_meets_number(part, types, strings):
+        if isinstance(part, _MIXING) and _string_meets_number(part, types, strings):
             return True
     return False
 
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.In, exp.Between)
-_STRING_FUNCTIONS = (exp.Substring, exp.Upper, exp.Lower, exp.Trim, exp.Concat, exp.Left, exp.Right)
-_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg)
+_MIXING = (*_COMPARISONS, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)  # where Spark casts between operands
+# what an operand's result is, where sqlglot names the function: a comparison is stable across modes
+# only where every operand's kind is known and no string meets a number
+_STRING_RESULTS = tuple(
+    getattr(exp, name)
+    for name in (
+        *("Substring", "Upper", "Lower", "Trim", "Concat", "ConcatWs", "DPipe", "Left", "Right", "Initcap"),
+        *("RegexpReplace", "RegexpExtract", "Pad", "Reverse", "Repeat", "Translate", "Replace", "MD5", "SHA"),
+        *("SHA2", "ToBase64", "Hex", "JSONExtractScalar", "SubstringIndex"),
+    )
+)
+_NUMBER_RESULTS = tuple(
+    getattr(exp, name)
+    for name in (
+        *("Length", "Year", "Month", "Day", "Quarter", "DayOfWeek", "DayOfMonth", "DayOfYear", "WeekOfYear"),
+        *("Hour", "Minute", "Second", "Abs", "Round", "Floor", "Ceil", "Mod", "StrPosition", "Sign", "Pow"),
+        *("Sqrt", "Ln", "Log", "Exp", "DateDiff", "Ascii", "BitLength"),
+        *("Add", "Sub", "Mul", "Div", "Neg"),
+    )
+)
+_DATE_RESULTS = (exp.TsOrDsToDate, exp.DateAdd, exp.DateSub, exp.DateTrunc, exp.TimestampTrunc, exp.Date)
+_BRANCHING = (exp.Case, exp.Coalesce, exp.If, exp.Nvl2, exp.Greatest, exp.Least)
+_ANONYMOUS = {  # functions sqlglot leaves anonymous in Spark SQL (`querylog.predicates.allowlist`)
+    **dict.fromkeys(("chr", "char", "base64", "unbase64", "bin", "conv", "format_number", "soundex"), "string"),
+    **dict.fromkeys(("lpad", "rpad", "ltrim", "rtrim", "btrim", "substr", "left", "right"), "string"),
+    **dict.fromkeys(("pmod", "crc32", "hash", "xxhash64", "char_length", "octet_length"), "number"),
+    **dict.fromkeys(("make_date",), "date"),
+}
 
 
 def _string_meets_number(node: exp.Expr, types: Mapping[str, str], strings: frozenset[str]) -> bool:
-    """A comparison with a string on one side and a number on another."""
+    """A comparison or arithmetic where a string may meet a number: one operand of each, or one whose
+    kind is unknown beside a string or a number (an unknown function may return either)."""
     sides = [node.this, *(node.expressions if isinstance(node, exp.In) else [])]
     sides += [node.args[k] for k in ("expression", "low", "high") if node.args.get(k) is not None]
-    kinds = {_side_kind(side, types, strings) for side in sides}
-    return {"string", "number"} <= kinds
+    kinds = {_side_kind(side, types, strings) for side in sides} - {"null"}
+    return {"string", "number"} <= kinds or ("unknown" in kinds and bool(kinds & {"string", "number"}))
 
 
 def _side_kind(side: exp.Expr, types: Mapping[str, str], strings: frozenset[str]) -> str:
-    """ "string", "number" or "other" (unknown, or another family)."""
+    """ "string", "number", "date", "boolean", "null" or "unknown": what an operand evaluates to."""
     side = side.unnest()
+    if isinstance(side, exp.Null):
+        return "null"
     if isinstance(side, exp.Literal):
         return "string" if side.is_string else "number"
-    if isinstance(side, _STRING_FUNCTIONS):
-        return "string"
-    if isinstance(side, _ARITHMETIC) or (isinstance(side, exp.Cast | exp.TryCast) and literal_type(side) != "other"):
-        return "number"
+    if isinstance(side, exp.Boolean):
+        return "boolean"
+    if isinstance(side, exp.Cast | exp.TryCast):
+        return _type_kind(side.to.sql(dialect="spark").lower())
+    if isinstance(side, _BRANCHING):
+        outcome = {_side_kind(b, types, strings) for b in _branches(side)} - {"null"}
+        return outcome.pop() if len(outcome) == 1 else "unknown"
+    for results, kind in ((_STRING_RESULTS, "string"), (_NUMBER_RESULTS, "number"), (_DATE_RESULTS, "date")):
+        if isinstance(side, results):
+            return kind
+    if isinstance(side, exp.Anonymous):
+        return _ANONYMOUS.get(str(side.this).lower(), "unknown")
     path = column_path(side)
     if path is None:
-        return "other"
+        return "unknown"
     name = ".".join(path)
-    type_name = types.get(name, "")
-    if name in strings or type_name == "string" or type_name.startswith(("varchar", "char")):
+    return "string" if name in strings else _type_kind(types.get(name))
+
+
+def _branches(side: exp.Expr) -> list[exp.Expr]:
+    """The operands a CASE, IF, COALESCE, GREATEST or LEAST may return."""
+    if isinstance(side, exp.Case):
+        found = [i.args.get("true") for i in side.args.get("ifs") or []] + [side.args.get("default")]
+    elif isinstance(side, exp.If | exp.Nvl2):
+        found = [side.args.get("true"), side.args.get("false")]
+    else:
+        found = [side.this, *side.expressions]
+    return [b for b in found if b is not None]
+
+
+def _type_kind(type_name: str | None) -> str:
+    """The operand kind of a Spark type name (lower case)."""
+    if type_name is None:
+        return "unknown"
+    if type_name == "string" or type_name.startswith(("varchar", "char")):
         return "string"
-    return "number" if family(type_name) == "number" else "other"
+    kind = family(type_name)
+    if kind in ("timestamp", "timestamp_ntz"):
+        return "date"
+    return kind if kind in ("number", "date", "boolean") else "unknown"
 
 
 def rounds_when_widened(column_type: str | None, constants: Sequence[exp.Expr]) -> bool:

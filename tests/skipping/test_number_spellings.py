@@ -245,3 +245,44 @@ def test_decimal_constants_imply_on_a_decimal_column_spark_widens_unrounded():
         unbounded = replace(stats, columns={"x": replace(stats.columns["x"], low=None, high=None)})
         bits = replace(unbounded, sop=_no_row_satisfies("x > 1.5"))
         assert might_match(prepare("x >= 2.25"), bits) is not implied, column_type
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "COALESCE(s, '0') = 1",
+        "CASE WHEN s > 'a' THEN s ELSE 'x' END = 1",
+        "LENGTH(s) = '5'",
+        "s + 0 > 1",
+        "REGEXP_EXTRACT(s, 'a', 0) = 2",
+        "CAST(i AS STRING) = 1",
+        "unknown_udf(s) = 1",
+    ],
+)
+def test_a_string_may_meet_a_number_however_it_is_spelled(text):
+    """Review 65c's finding 2: each mixes a string and a number through a function, a branch or arithmetic
+    (TRUE with ANSI on a row whose bit, computed without it, is 0); a function of unknown result counts."""
+    from optimizer.skipping.filestats import FileStats, column_bounds
+
+    stats = FileStats(
+        "f", 1, {"s": column_bounds("string", "01", "01", 0, True), "i": column_bounds("int", 1, 1, 0, True)}
+    )
+    assert might_match(prepare(text), replace(stats, sop=_no_row_satisfies(text))), text
+
+
+def test_bits_of_string_functions_compared_with_strings_are_used():
+    from optimizer.skipping.filestats import FileStats, column_bounds
+
+    stats = FileStats("f", 1, {"s": column_bounds("string", "01", "01", 0, True)})
+    for text in ("SUBSTRING(s, 1, 2) = 'ab'", "UPPER(s) IN ('A', 'B')", "COALESCE(s, 'x') = 'y'"):
+        assert not might_match(prepare(text), replace(stats, sop=_no_row_satisfies(text))), text
+
+
+def test_a_list_implies_no_comparison_on_an_expression_of_unknown_type():
+    """Review 65c's finding 3: ABS(g) on DECIMAL(38,29) has no recorded type; ``ABS(g) IN (2, 3)`` widens
+    with INT and rounds 1.99..9 to 2, ``ABS(g) >= 2`` does not."""
+    from optimizer.skipping.filestats import FileStats, column_bounds
+
+    stats = FileStats("f", 1, {"g": column_bounds("decimal(38,29)", None, None, 0, True)})
+    assert might_match(prepare("ABS(g) IN (2, 3)"), replace(stats, sop=_no_row_satisfies("ABS(g) >= 2")))
+    assert not might_match(prepare("ABS(g) > 3"), replace(stats, sop=_no_row_satisfies("ABS(g) >= 2")))
