@@ -118,7 +118,8 @@ def ansi_dependent(node: exp.Expr, types: Mapping[str, str], strings: frozenset[
       sqlglot does not type here) meeting either: without ANSI ``s = 1`` casts the string to INT
       (overflow: NULL) but ``s IN (1, 2)``, the normaliser's form of ``s = 1 OR s = 2``, casts the
       numbers to strings, and ``i < '3000000000'`` casts the string to INT; with ANSI they cast to
-      BIGINT or DOUBLE;
+      BIGINT or DOUBLE; likewise a date or timestamp meeting a list of strings, which Spark compares as
+      strings without ANSI (``ts IN ('2020-01-01', ..)``, also the normaliser's form of ORed equalities);
     * an array's size (-1 for NULL without ANSI, NULL with it).
     A result that fails the query in one mode (an overflow, a bad cast) needs no care: it reads nothing."""
     for part in node.walk():
@@ -173,6 +174,8 @@ def _string_meets_number(node: exp.Expr, types: Mapping[str, str], strings: froz
     sides = [node.this, *(node.expressions if isinstance(node, exp.In) else [])]
     sides += [node.args[k] for k in ("expression", "low", "high") if node.args.get(k) is not None]
     kinds = {_side_kind(side, types, strings) for side in sides} - {"null"}
+    if isinstance(node, exp.In) and {"date", "string"} <= kinds:
+        return True  # without ANSI Spark compares a date or timestamp with a list of strings as strings
     return {"string", "number"} <= kinds or ("unknown" in kinds and bool(kinds & {"string", "number"}))
 
 

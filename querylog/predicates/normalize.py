@@ -7,7 +7,7 @@ seen to change meaning (``p < 0 OR NOT p > 0`` became ``p < 0``; NOT is now push
 
 >>> from querylog.predicates.parse import parse_condition
 >>> [c.sql("spark") for c in normalize_conjuncts(parse_condition("NOT (5 > X) AND y BETWEEN 1 AND 2.50"))]
-['x >= 5', 'y <= 2.5', 'y >= 1']
+['x >= 5', 'y <= 2.50', 'y >= 1']
 
 What the passes guarantee, beyond sqlglot's ``simplify`` (NOT pushed in, column side on the left with
 the operator flipped, BETWEEN as two ranges, constant date arithmetic folded):
@@ -18,8 +18,8 @@ the operator flipped, BETWEEN as two ranges, constant date arithmetic folded):
 * ``x = a OR x = b OR x IN (c)`` is ``x IN (a, b, c)``, lists deduplicated and sorted, a one-element
   list is an equality;
 * ``x LIKE 'abc%'`` (no other wildcard) is ``STARTSWITH(x, 'abc')``;
-* no parentheses that carry no meaning (``(x * 2) < 4`` is ``x * 2 < 4``);
-* numeric literals without redundant zeros (``1.50`` is ``1.5``, ``2.0`` is ``2``);
+* no parentheses that carry no meaning (``(x * 2) < 4`` is ``x * 2 < 4``; ``b = (x IS NULL)`` keeps its);
+* numeric literals as written (Spark types ``2.0`` a DECIMAL and ``2`` an INT: ``i / 2.0`` is no ``i / 2``);
 * operands of AND/OR, and the two columns of a column-to-column comparison, in a fixed order;
 * the result split into its top-level conjuncts, TRUE conjuncts dropped.
 """
@@ -147,12 +147,15 @@ def remove_double_negation(expression: exp.Expr) -> exp.Expr:
 
 
 PREDICATES = (*COMPARISONS, exp.In, exp.Between, exp.Like, exp.ILike, exp.Is, exp.RegexpLike, exp.StartsWith)
+# predicates written between their operands: inside another operator, their parentheses decide the parse
+INFIX_PREDICATES = (*COMPARISONS, exp.In, exp.Between, exp.Like, exp.ILike, exp.Is, exp.RegexpLike)
 ATOMS = (exp.Column, exp.Literal, exp.Dot, exp.Bracket, exp.Func, exp.Cast, exp.Boolean, exp.Null)
 
 
 def remove_redundant_parens(expression: exp.Expr) -> exp.Expr:
     """Parentheses around an atom, or around arithmetic directly inside a comparison (which binds more
-    loosely than any arithmetic), carry no meaning: ``(x * 2) < 4`` is ``x * 2 < 4``."""
+    loosely than any arithmetic), carry no meaning: ``(x * 2) < 4`` is ``x * 2 < 4``. Around a predicate
+    written between its operands, inside anything but AND, OR or NOT, they do."""
 
     def rewrite(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Paren):
@@ -160,6 +163,8 @@ def remove_redundant_parens(expression: exp.Expr) -> exp.Expr:
         inner = node.this
         if isinstance(inner, exp.And | exp.Or | exp.Not | exp.Xor):
             return node
+        if isinstance(inner, INFIX_PREDICATES) and not isinstance(node.parent, exp.And | exp.Or | exp.Not | None):
+            return node  # b1 = (b2 IS NULL) is not b1 = b2 IS NULL, which Spark reads as (b1 = b2) IS NULL
         if isinstance(inner, ATOMS) or isinstance(node.parent, PREDICATES) or node.parent is None:
             return inner
         return node
@@ -303,7 +308,7 @@ def order_operands(expression: exp.Expr) -> exp.Expr:
             isinstance(node, COMPARISONS)
             and not is_constant(node.this)
             and not is_constant(node.expression)
-            and sql(node.expression) < sql(node.this)
+            and sql(node.expression.unnest()) < sql(node.this.unnest())  # parentheses kept or not
         ):
             return FLIPPED[type(node)](this=node.expression, expression=node.this)
         return node

@@ -14,5 +14,6 @@ from tests.golden import load_cases
 def test_implication_cases(case):
     feature = case.meta["feature"]
     (expected,) = case.expected
-    answer = implies(parse_canonical(case.source), parse_canonical(feature))
+    types = dict(t.split(":") for t in case.meta["types"].split()) if "types" in case.meta else None
+    answer = implies(parse_canonical(case.source), parse_canonical(feature), types=types)
     assert ("implies" if answer else "does not imply") == expected, f"{case.source!r} => {feature!r}"

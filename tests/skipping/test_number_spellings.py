@@ -6,6 +6,7 @@ where the property tests in test_pruning.py sample)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from dataclasses import replace
 from decimal import Decimal
@@ -286,3 +287,18 @@ def test_a_list_implies_no_comparison_on_an_expression_of_unknown_type():
     stats = FileStats("f", 1, {"g": column_bounds("decimal(38,29)", None, None, 0, True)})
     assert might_match(prepare("ABS(g) IN (2, 3)"), replace(stats, sop=_no_row_satisfies("ABS(g) >= 2")))
     assert not might_match(prepare("ABS(g) > 3"), replace(stats, sop=_no_row_satisfies("ABS(g) >= 2")))
+
+
+def test_a_date_meeting_a_list_of_strings_does_not_use_bits():
+    """Review 65d's findings 2 and 3: without ANSI Spark compares ``d IN ('2020-1-1', ..)`` as strings (FALSE
+    on 2020-01-01), with ANSI as dates (TRUE); the normaliser makes that list of ``d = '2020-1-1' OR ..``
+    too, whose equalities compare as dates in both modes."""
+    from optimizer.skipping.filestats import FileStats, column_bounds
+
+    day = dt.date(2020, 1, 1)
+    stats = FileStats("f", 1, {"d": column_bounds("date", day, day, 0, True)})
+    for text in ("d = '2020-1-1' OR d = '2020-01-02'", "d IN ('2020-1-1', '2020-01-02')"):
+        assert might_match(prepare(text), replace(stats, sop=_no_row_satisfies(text))), text
+    unbounded = replace(stats, columns={"d": replace(stats.columns["d"], low=None, high=None)})
+    equal = "d = '2020-01-05'"  # a date and a string compare as dates in both modes: its bit is used
+    assert not might_match(prepare(equal), replace(unbounded, sop=_no_row_satisfies(equal)))
