@@ -13,15 +13,18 @@ thesis matched q and f by exact text; beyond that, provably stricter forms on th
   q1 OR q2 implies f if both do; q implies f1 AND f2 if it implies both.
 
 Constants are compared only within one type family (`values.literal_family`); otherwise no
-implication is claimed, which keeps the file. Number constants take part only where they compare with
-each other as Spark compares each with the expression: on integer and decimal expressions, exact
-constants Spark widens with them unrounded; on others, integer literals within 2**24, the same value
-in every type (`numbers.exact_everywhere`).
-Spark rounds other constants by the type of each comparison, and two that differ, such as
-``f > 9007199254740992`` and ``f = 9007199254740993`` on a DOUBLE, may round to one value.
-A quoted constant is compared as text only on an
-expression known to hold strings: on a TIMESTAMP or DATE column ``'2024-01-05 00:00:00'`` sorts after
-``'2024-01-05'`` but is the same instant, and ``'2024-1-5'`` after ``'2024-01-10'``.
+implication is claimed, which keeps the file.
+
+Number constants take part only where they compare with each other as Spark compares each with the
+expression (`_numbers_comparable`): on integer and decimal expressions, exact constants Spark widens
+with them unrounded; on others, integer literals within 2**24, the same value in every type
+(`numbers.exact_everywhere`). Spark rounds other constants by the type of each comparison, and two
+that differ, such as ``f > 9007199254740992`` and ``f = 9007199254740993`` on a DOUBLE, may round to
+one value.
+
+A quoted constant is compared as text only on an expression known to hold strings: on a TIMESTAMP or
+DATE column ``'2024-01-05 00:00:00'`` sorts after ``'2024-01-05'`` but is the same instant, and
+``'2024-1-5'`` after ``'2024-01-10'``.
 """
 
 from __future__ import annotations

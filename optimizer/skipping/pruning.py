@@ -100,7 +100,8 @@ def _evaluate(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
 
 def _excluded_by_sop(node: exp.Expr, stats: FileStats) -> bool:
     """Some feature with bit 0 in this file is implied by `node`. The bits were computed in the zone
-    the statistics record: a node whose meaning depends on the zone uses them only in that zone."""
+    the statistics record, with ANSI off: a node whose meaning depends on the zone uses them only in
+    that zone, and neither a node nor a feature whose meaning depends on the mode uses them at all."""
     if not stats.sop or _zone_differs(node, stats) or _mode_differs(node, stats):
         return False
     text = rendered(node)
