@@ -17,7 +17,7 @@ values; that is sound only where it compares what Spark compares:
 Where Spark's comparison is not one of these, the file is kept (`as_compared` gives None).
 
 What deltaopt computes in its own session (SOP bits, expression ranges) is computed without ANSI, as
-`runtime.REQUIRED_CONF` sets; `ansi_dependent` names what may then differ in a reader's ANSI session.
+`runtime.REQUIRED_CONF` sets; `reader_may_differ` names what may then differ in a reader's ANSI session.
 """
 
 from __future__ import annotations
@@ -108,9 +108,10 @@ def exact_everywhere(node: exp.Expr) -> bool:
     return int(str(node.this)) <= SINGLE_EXACT
 
 
-def ansi_dependent(node: exp.Expr, types: Mapping[str, str], strings: frozenset[str] = frozenset()) -> bool:
-    """Whether `node` may evaluate otherwise in a reader's session than in deltaopt's, which computes
-    SOP bits and expression ranges with ANSI off (`runtime.REQUIRED_CONF`) and on canonical text.
+def reader_may_differ(node: exp.Expr, types: Mapping[str, str], strings: frozenset[str] = frozenset()) -> bool:
+    """Whether a reader's evaluation of `node` may differ from deltaopt's, which computes SOP bits and
+    expression ranges on canonical text with ANSI off (`runtime.REQUIRED_CONF`), where a reader runs the
+    query as written, with ANSI on or off:
     `types`: {lower-cased column path or expression: Spark type}; `strings`: what holds strings.
     * a FLOAT anywhere (a column, a struct field, an array's or map's values, a cast to FLOAT):
       compared with an integer in float32 without ANSI and in double with it, added in either;
@@ -120,7 +121,10 @@ def ansi_dependent(node: exp.Expr, types: Mapping[str, str], strings: frozenset[
       numbers to strings, and ``i < '3000000000'`` casts the string to INT; with ANSI they cast to
       BIGINT or DOUBLE; likewise a date or timestamp meeting a list of strings, which Spark compares as
       strings without ANSI (``ts IN ('2020-01-01', ..)``, also the normaliser's form of ORed equalities);
-    * an array's size (-1 for NULL without ANSI, NULL with it).
+    * an array's size (-1 for NULL without ANSI, NULL with it);
+    * a predicate used as a value (compared, or in arithmetic): Spark and sqlglot bind ``=`` and LIKE,
+      IN, BETWEEN, ``<=>`` apart (``b = s LIKE 't%'`` is ``(b = s) LIKE 't%'`` to Spark), and a chain
+      (``b2 < b3 = b1``) reordered reads otherwise, so the canonical text may not be what Spark ran.
     A result that fails the query in one mode (an overflow, a bad cast) needs no care: it reads nothing."""
     for part in node.walk():
         if isinstance(part, exp.Cast | exp.TryCast) and part.to.is_type(exp.DataType.Type.FLOAT):
@@ -134,11 +138,18 @@ def ansi_dependent(node: exp.Expr, types: Mapping[str, str], strings: frozenset[
             return True
         if isinstance(part, _MIXING) and _string_meets_number(part, types, strings):
             return True
+        if isinstance(part, _MIXING) and any(isinstance(o.unnest(), _PREDICATES) for o in _operands(part)):
+            return True
     return False
 
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.In, exp.Between)
 _MIXING = (*_COMPARISONS, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)  # where Spark casts between operands
+# what evaluates to a boolean: used as an operand, its parse differs between Spark and sqlglot
+_PREDICATES = (
+    *_COMPARISONS,
+    *(exp.Like, exp.ILike, exp.RegexpLike, exp.Is, exp.StartsWith, exp.Not, exp.And, exp.Or, exp.Xor),
+)
 # what an operand's result is, where sqlglot names the function: a comparison is stable across modes
 # only where every operand's kind is known and no string meets a number
 _STRING_RESULTS = tuple(
@@ -168,12 +179,16 @@ _ANONYMOUS = {  # functions sqlglot leaves anonymous in Spark SQL (`querylog.pre
 }
 
 
+def _operands(node: exp.Expr) -> list[exp.Expr]:
+    """The operands of a comparison, a list, a range or arithmetic."""
+    found = [node.this, *(node.expressions if isinstance(node, exp.In) else [])]
+    return found + [node.args[k] for k in ("expression", "low", "high") if node.args.get(k) is not None]
+
+
 def _string_meets_number(node: exp.Expr, types: Mapping[str, str], strings: frozenset[str]) -> bool:
     """A comparison or arithmetic where a string may meet a number: one operand of each, or one whose
     kind is unknown beside a string or a number (an unknown function may return either)."""
-    sides = [node.this, *(node.expressions if isinstance(node, exp.In) else [])]
-    sides += [node.args[k] for k in ("expression", "low", "high") if node.args.get(k) is not None]
-    kinds = {_side_kind(side, types, strings) for side in sides} - {"null"}
+    kinds = {_side_kind(side, types, strings) for side in _operands(node)} - {"null"}
     if isinstance(node, exp.In) and {"date", "string"} <= kinds:
         return True  # without ANSI Spark compares a date or timestamp with a list of strings as strings
     return {"string", "number"} <= kinds or ("unknown" in kinds and bool(kinds & {"string", "number"}))

@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from optimizer.skipping.filestats import Bounds, FileStats
 from optimizer.skipping.implication import implies
-from optimizer.skipping.numbers import ansi_dependent, as_compared
+from optimizer.skipping.numbers import as_compared, reader_may_differ
 from optimizer.skipping.values import NULL, ZONE_META, Span, Unknown, constant
 from optimizer.skipping.zones import same_zone, zone_dependent
 from querylog.predicates.normalize import FLIPPED, SAFE_PASSES, normalize_conjuncts, parse_canonical, sql
@@ -124,12 +124,12 @@ def _excluded_by_sop(node: exp.Expr, stats: FileStats) -> bool:
 
 def _mode_differs(node: exp.Expr, stats: FileStats) -> bool:
     """`node` may evaluate otherwise in a reader's ANSI session than in deltaopt's, where its SOP bits
-    and expression ranges were computed (`numbers.ansi_dependent`). Cached per set of types and string
+    and expression ranges were computed (`numbers.reader_may_differ`). Cached per set of types and string
     expressions (one table's, in practice)."""
-    known: dict[tuple[frozenset[Any], frozenset[str]], bool] = node.meta.setdefault("deltaopt.ansi_dependent", {})
+    known: dict[tuple[frozenset[Any], frozenset[str]], bool] = node.meta.setdefault("deltaopt.reader_may_differ", {})
     key = (stats.types_key, stats.string_expressions)
     if key not in known:
-        known[key] = ansi_dependent(node, stats.types, stats.string_expressions)
+        known[key] = reader_may_differ(node, stats.types, stats.string_expressions)
     return known[key]
 
 

@@ -148,7 +148,7 @@ def remove_double_negation(expression: exp.Expr) -> exp.Expr:
 
 PREDICATES = (*COMPARISONS, exp.In, exp.Between, exp.Like, exp.ILike, exp.Is, exp.RegexpLike, exp.StartsWith)
 # predicates written between their operands: inside another operator, their parentheses decide the parse
-INFIX_PREDICATES = (*COMPARISONS, exp.In, exp.Between, exp.Like, exp.ILike, exp.Is, exp.RegexpLike)
+INFIX_PREDICATES = (*COMPARISONS, exp.NullSafeEQ, exp.In, exp.Between, exp.Like, exp.ILike, exp.Is, exp.RegexpLike)
 ATOMS = (exp.Column, exp.Literal, exp.Dot, exp.Bracket, exp.Func, exp.Cast, exp.Boolean, exp.Null)
 
 
