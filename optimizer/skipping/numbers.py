@@ -124,7 +124,8 @@ def reader_may_differ(node: exp.Expr, types: Mapping[str, str], strings: frozens
     * an array's size (-1 for NULL without ANSI, NULL with it);
     * a predicate used as a value (compared, or in arithmetic): Spark and sqlglot bind ``=`` and LIKE,
       IN, BETWEEN, ``<=>`` apart (``b = s LIKE 't%'`` is ``(b = s) LIKE 't%'`` to Spark), and a chain
-      (``b2 < b3 = b1``) reordered reads otherwise, so the canonical text may not be what Spark ran.
+      (``b2 < b3 = b1``) reordered reads otherwise, so the canonical text may not be what Spark ran;
+      likewise ``||`` beside arithmetic (``'900' || i + 1`` is ``('900' || i) + 1`` to Spark).
     A result that fails the query in one mode (an overflow, a bad cast) needs no care: it reads nothing."""
     for part in node.walk():
         if isinstance(part, exp.Cast | exp.TryCast) and part.to.is_type(exp.DataType.Type.FLOAT):
@@ -140,11 +141,16 @@ def reader_may_differ(node: exp.Expr, types: Mapping[str, str], strings: frozens
             return True
         if isinstance(part, _MIXING) and any(isinstance(o.unnest(), _PREDICATES) for o in _operands(part)):
             return True
+        if isinstance(part, exp.DPipe) and any(
+            isinstance(o.unnest(), _ARITHMETIC) for o in (part.this, part.expression)
+        ):
+            return True  # Spark reads '900' || i + 1 as ('900' || i) + 1, sqlglot as '900' || (i + 1)
     return False
 
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.In, exp.Between)
 _MIXING = (*_COMPARISONS, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)  # where Spark casts between operands
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
 # what evaluates to a boolean: used as an operand, its parse differs between Spark and sqlglot
 _PREDICATES = (
     *_COMPARISONS,

@@ -315,3 +315,14 @@ def test_a_predicate_used_as_a_value_does_not_use_bits(text):
     columns |= {"s": column_bounds("string", "yes", "yes", 0, True), "i": column_bounds("int", 5, 5, 0, True)}
     stats = FileStats("f", 1, columns)
     assert might_match(prepare(text), replace(stats, sop=_no_row_satisfies(text))), text
+
+
+def test_a_concatenation_beside_arithmetic_does_not_use_bits():
+    """Review 65f: Spark reads ``'900' || i + 1`` as ``('900' || i) + 1`` (a string plus a number), sqlglot
+    as ``'900' || (i + 1)``: the canonical text the bit was computed on is not what Spark ran."""
+    from optimizer.skipping.filestats import FileStats, column_bounds
+
+    columns = {"i": column_bounds("bigint", 7199254740993, 7199254740993, 0, True)}
+    stats = FileStats("f", 1, columns | {"s": column_bounds("string", "9", "9", 0, True)})
+    text = "'900' || i + 1 = s"
+    assert might_match(prepare(text), replace(stats, sop=_no_row_satisfies(text))), text
