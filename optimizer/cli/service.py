@@ -43,8 +43,9 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     )
     snapshot = delta.snapshot()
     # as the service's tick prices it: Delta's ZORDER BY where only SQL reaches the job's cluster
-    commits = cache(lambda: delta.history(history_start(state, snapshot)))
-    job = cache(lambda: chosen_executor(config.execution, commits(), spark, config.spark))
+    job = cache(
+        lambda: chosen_executor(config.execution, delta.history(history_start(state, snapshot)), spark, config.spark)
+    )
     decision = estimate_as_run(context, snapshot, load_index(delta, snapshot), job)
     if args.json:
         print_json(decision.as_dict())

@@ -31,7 +31,7 @@ from typing import Any
 from sqlglot import exp
 
 from optimizer.skipping.filestats import Bounds
-from optimizer.skipping.values import INTEGER_RANGES, family
+from optimizer.skipping.values import INTEGER_RANGES, family, literal_family
 from querylog.predicates.tree import column_path
 
 MAX_PRECISION = 38  # Spark's widest decimal
@@ -176,6 +176,8 @@ _NUMBER_RESULTS = tuple(
     )
 )
 _DATE_RESULTS = (exp.TsOrDsToDate, exp.DateAdd, exp.DateSub, exp.DateTrunc, exp.TimestampTrunc, exp.Date)
+# operand kinds of type families (`values.family`): a timestamp meets strings and numbers as a date does
+_KINDS = {k: k for k in ("string", "number", "boolean", "date")} | {"timestamp": "date", "timestamp_ntz": "date"}
 _BRANCHING = (exp.Case, exp.Coalesce, exp.If, exp.Nvl2, exp.Greatest, exp.Least)
 _ANONYMOUS = {  # functions sqlglot leaves anonymous in Spark SQL (`querylog.predicates.allowlist`)
     **dict.fromkeys(("chr", "char", "base64", "unbase64", "bin", "conv", "format_number", "soundex"), "string"),
@@ -205,12 +207,8 @@ def _side_kind(side: exp.Expr, types: Mapping[str, str], strings: frozenset[str]
     side = side.unnest()
     if isinstance(side, exp.Null):
         return "null"
-    if isinstance(side, exp.Literal):
-        return "string" if side.is_string else "number"
-    if isinstance(side, exp.Boolean):
-        return "boolean"
-    if isinstance(side, exp.Cast | exp.TryCast):
-        return _type_kind(side.to.sql(dialect="spark").lower())
+    if isinstance(side, exp.Literal | exp.Boolean | exp.Cast | exp.TryCast):
+        return _KINDS.get(literal_family(side), "unknown")
     if isinstance(side, _BRANCHING):
         outcome = {_side_kind(b, types, strings) for b in _branches(side)} - {"null"}
         return outcome.pop() if len(outcome) == 1 else "unknown"
@@ -238,15 +236,8 @@ def _branches(side: exp.Expr) -> list[exp.Expr]:
 
 
 def _type_kind(type_name: str | None) -> str:
-    """The operand kind of a Spark type name (lower case)."""
-    if type_name is None:
-        return "unknown"
-    if type_name == "string" or type_name.startswith(("varchar", "char")):
-        return "string"
-    kind = family(type_name)
-    if kind in ("timestamp", "timestamp_ntz"):
-        return "date"
-    return kind if kind in ("number", "date", "boolean") else "unknown"
+    """The operand kind of a Spark type name."""
+    return _KINDS.get(family(type_name), "unknown")  # family(None) is "other"
 
 
 def rounds_when_widened(column_type: str | None, constants: Sequence[exp.Expr]) -> bool:
