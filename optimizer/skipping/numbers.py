@@ -17,13 +17,13 @@ values; that is sound only where it compares what Spark compares:
 Where Spark's comparison is not one of these, the file is kept (`as_compared` gives None).
 
 What deltaopt computes in its own session (SOP bits, expression ranges) is computed without ANSI, as
-`runtime.REQUIRED_CONF` sets; `reader_may_differ` names what may then differ in a reader's ANSI session.
+`runtime.REQUIRED_CONF` sets; `agreement` says where a reader in either mode agrees with it.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -31,8 +31,7 @@ from typing import Any
 from sqlglot import exp
 
 from optimizer.skipping.filestats import Bounds
-from optimizer.skipping.values import INTEGER_RANGES, family, literal_family
-from querylog.predicates.tree import column_path
+from optimizer.skipping.values import INTEGER_RANGES
 
 MAX_PRECISION = 38  # Spark's widest decimal
 SINGLE_EXACT = 2**24  # every integer up to this is a float32
@@ -106,138 +105,6 @@ def exact_everywhere(node: exp.Expr) -> bool:
     if not isinstance(node, exp.Literal) or node.is_string or not str(node.this).isdigit():
         return False
     return int(str(node.this)) <= SINGLE_EXACT
-
-
-def reader_may_differ(node: exp.Expr, types: Mapping[str, str], strings: frozenset[str] = frozenset()) -> bool:
-    """Whether a reader's evaluation of `node` may differ from deltaopt's, which computes SOP bits and
-    expression ranges on canonical text with ANSI off (`runtime.REQUIRED_CONF`), where a reader runs the
-    query as written, with ANSI on or off:
-    `types`: {lower-cased column path or expression: Spark type}; `strings`: what holds strings.
-    * a FLOAT anywhere (a column, a struct field, an array's or map's values, a cast to FLOAT):
-      compared with an integer in float32 without ANSI and in double with it, added in either;
-    * a string meeting a number in a comparison or arithmetic, or an operand of unknown kind (a function
-      sqlglot does not type here) meeting either: without ANSI ``s = 1`` casts the string to INT
-      (overflow: NULL) but ``s IN (1, 2)``, the normaliser's form of ``s = 1 OR s = 2``, casts the
-      numbers to strings, and ``i < '3000000000'`` casts the string to INT; with ANSI they cast to
-      BIGINT or DOUBLE; likewise a date or timestamp meeting a list of strings, which Spark compares as
-      strings without ANSI (``ts IN ('2020-01-01', ..)``, also the normaliser's form of ORed equalities);
-    * an array's size (-1 for NULL without ANSI, NULL with it);
-    * a predicate used as a value (compared, or in arithmetic): Spark and sqlglot bind ``=`` and LIKE,
-      IN, BETWEEN, ``<=>`` apart (``b = s LIKE 't%'`` is ``(b = s) LIKE 't%'`` to Spark), and a chain
-      (``b2 < b3 = b1``) reordered reads otherwise, so the canonical text may not be what Spark ran;
-      likewise ``||`` beside arithmetic (``'900' || i + 1`` is ``('900' || i) + 1`` to Spark).
-    A result that fails the query in one mode (an overflow, a bad cast) needs no care: it reads nothing."""
-    for part in node.walk():
-        if isinstance(part, exp.Cast | exp.TryCast) and part.to.is_type(exp.DataType.Type.FLOAT):
-            return True
-        if isinstance(part, exp.ArraySize) or (
-            isinstance(part, exp.Anonymous) and str(part.this).lower() == "cardinality"
-        ):
-            return True
-        path = column_path(part) if isinstance(part, exp.Column | exp.Dot) else None
-        if path is not None and "float" in types.get(".".join(path), ""):
-            return True
-        if isinstance(part, _MIXING) and _string_meets_number(part, types, strings):
-            return True
-        if isinstance(part, _MIXING) and any(isinstance(o.unnest(), _PREDICATES) for o in _operands(part)):
-            return True
-        if isinstance(part, exp.DPipe) and any(
-            isinstance(o.unnest(), _ARITHMETIC) for o in (part.this, part.expression)
-        ):
-            return True  # Spark reads '900' || i + 1 as ('900' || i) + 1, sqlglot as '900' || (i + 1)
-    return False
-
-
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.In, exp.Between)
-_MIXING = (*_COMPARISONS, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)  # where Spark casts between operands
-_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
-# what evaluates to a boolean: used as an operand, its parse differs between Spark and sqlglot
-_PREDICATES = (
-    *_COMPARISONS,
-    *(exp.Like, exp.ILike, exp.RegexpLike, exp.Is, exp.StartsWith, exp.Not, exp.And, exp.Or, exp.Xor),
-)
-# what an operand's result is, where sqlglot names the function: a comparison is stable across modes
-# only where every operand's kind is known and no string meets a number
-_STRING_RESULTS = tuple(
-    getattr(exp, name)
-    for name in (
-        *("Substring", "Upper", "Lower", "Trim", "Concat", "ConcatWs", "DPipe", "Left", "Right", "Initcap"),
-        *("RegexpReplace", "RegexpExtract", "Pad", "Reverse", "Repeat", "Translate", "Replace", "MD5", "SHA"),
-        *("SHA2", "ToBase64", "Hex", "JSONExtractScalar", "SubstringIndex"),
-    )
-)
-_NUMBER_RESULTS = tuple(
-    getattr(exp, name)
-    for name in (
-        *("Length", "Year", "Month", "Day", "Quarter", "DayOfWeek", "DayOfMonth", "DayOfYear", "WeekOfYear"),
-        *("Hour", "Minute", "Second", "Abs", "Round", "Floor", "Ceil", "Mod", "StrPosition", "Sign", "Pow"),
-        *("Sqrt", "Ln", "Log", "Exp", "DateDiff", "Ascii", "BitLength"),
-        *("Add", "Sub", "Mul", "Div", "Neg"),
-    )
-)
-_DATE_RESULTS = (exp.TsOrDsToDate, exp.DateAdd, exp.DateSub, exp.DateTrunc, exp.TimestampTrunc, exp.Date)
-# operand kinds of type families (`values.family`): a timestamp meets strings and numbers as a date does
-_KINDS = {k: k for k in ("string", "number", "boolean", "date")} | {"timestamp": "date", "timestamp_ntz": "date"}
-_BRANCHING = (exp.Case, exp.Coalesce, exp.If, exp.Nvl2, exp.Greatest, exp.Least)
-_ANONYMOUS = {  # functions sqlglot leaves anonymous in Spark SQL (`querylog.predicates.allowlist`)
-    **dict.fromkeys(("chr", "char", "base64", "unbase64", "bin", "conv", "format_number", "soundex"), "string"),
-    **dict.fromkeys(("lpad", "rpad", "ltrim", "rtrim", "btrim", "substr", "left", "right"), "string"),
-    **dict.fromkeys(("pmod", "crc32", "hash", "xxhash64", "char_length", "octet_length"), "number"),
-    **dict.fromkeys(("make_date",), "date"),
-}
-
-
-def _operands(node: exp.Expr) -> list[exp.Expr]:
-    """The operands of a comparison, a list, a range or arithmetic."""
-    found = [node.this, *(node.expressions if isinstance(node, exp.In) else [])]
-    return found + [node.args[k] for k in ("expression", "low", "high") if node.args.get(k) is not None]
-
-
-def _string_meets_number(node: exp.Expr, types: Mapping[str, str], strings: frozenset[str]) -> bool:
-    """A comparison or arithmetic where a string may meet a number: one operand of each, or one whose
-    kind is unknown beside a string or a number (an unknown function may return either)."""
-    kinds = {_side_kind(side, types, strings) for side in _operands(node)} - {"null"}
-    if isinstance(node, exp.In) and {"date", "string"} <= kinds:
-        return True  # without ANSI Spark compares a date or timestamp with a list of strings as strings
-    return {"string", "number"} <= kinds or ("unknown" in kinds and bool(kinds & {"string", "number"}))
-
-
-def _side_kind(side: exp.Expr, types: Mapping[str, str], strings: frozenset[str]) -> str:
-    """ "string", "number", "date", "boolean", "null" or "unknown": what an operand evaluates to."""
-    side = side.unnest()
-    if isinstance(side, exp.Null):
-        return "null"
-    if isinstance(side, exp.Literal | exp.Boolean | exp.Cast | exp.TryCast):
-        return _KINDS.get(literal_family(side), "unknown")
-    if isinstance(side, _BRANCHING):
-        outcome = {_side_kind(b, types, strings) for b in _branches(side)} - {"null"}
-        return outcome.pop() if len(outcome) == 1 else "unknown"
-    for results, kind in ((_STRING_RESULTS, "string"), (_NUMBER_RESULTS, "number"), (_DATE_RESULTS, "date")):
-        if isinstance(side, results):
-            return kind
-    if isinstance(side, exp.Anonymous):
-        return _ANONYMOUS.get(str(side.this).lower(), "unknown")
-    path = column_path(side)
-    if path is None:
-        return "unknown"
-    name = ".".join(path)
-    return "string" if name in strings else _type_kind(types.get(name))
-
-
-def _branches(side: exp.Expr) -> list[exp.Expr]:
-    """The operands a CASE, IF, COALESCE, GREATEST or LEAST may return."""
-    if isinstance(side, exp.Case):
-        found = [i.args.get("true") for i in side.args.get("ifs") or []] + [side.args.get("default")]
-    elif isinstance(side, exp.If | exp.Nvl2):
-        found = [side.args.get("true"), side.args.get("false")]
-    else:
-        found = [side.this, *side.expressions]
-    return [b for b in found if b is not None]
-
-
-def _type_kind(type_name: str | None) -> str:
-    """The operand kind of a Spark type name."""
-    return _KINDS.get(family(type_name), "unknown")  # family(None) is "other"
 
 
 def rounds_when_widened(column_type: str | None, constants: Sequence[exp.Expr]) -> bool:

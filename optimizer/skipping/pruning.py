@@ -18,6 +18,7 @@ answers "may be true and may be false", so the file is kept.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -26,9 +27,10 @@ from typing import Any
 
 from sqlglot import exp
 
+from optimizer.skipping.agreement import predicate_agrees, value_kind
 from optimizer.skipping.filestats import Bounds, FileStats
 from optimizer.skipping.implication import implies
-from optimizer.skipping.numbers import as_compared, reader_may_differ
+from optimizer.skipping.numbers import as_compared
 from optimizer.skipping.values import NULL, ZONE_META, Span, Unknown, constant
 from optimizer.skipping.zones import same_zone, zone_dependent
 from querylog.predicates.normalize import FLIPPED, SAFE_PASSES, normalize_conjuncts, parse_canonical, sql
@@ -36,6 +38,7 @@ from querylog.predicates.parse import parse_condition
 from querylog.predicates.tree import column_path, is_constant, rendered
 
 MAYBE = (True, True)
+_DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # a date as Spark casts one to a string
 NEVER = (False, False)  # e.g. a comparison in a file where the value is always NULL
 
 
@@ -101,8 +104,9 @@ def _evaluate(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
 def _excluded_by_sop(node: exp.Expr, stats: FileStats) -> bool:
     """Some feature with bit 0 in this file is implied by `node`. The bits were computed in the zone
     the statistics record, with ANSI off: a node whose meaning depends on the zone uses them only in
-    that zone, and neither a node nor a feature whose meaning depends on the mode uses them at all."""
-    if not stats.sop or _zone_differs(node, stats) or _mode_differs(node, stats):
+    that zone, and only nodes and features a reader evaluates alike in either mode (`agreement`) use
+    them at all."""
+    if not stats.sop or _zone_differs(node, stats) or not _agrees(node, stats):
         return False
     text = rendered(node)
     if stats.sop.get(text) is False:
@@ -116,20 +120,24 @@ def _excluded_by_sop(node: exp.Expr, stats: FileStats) -> bool:
         key = (feature, strings, stats.types_key)
         if key not in implied:
             parsed = _feature(feature)
-            implied[key] = not _mode_differs(parsed, stats) and implies(node, parsed, strings, stats.types)
+            implied[key] = _agrees(parsed, stats) and implies(node, parsed, strings, stats.types)
         if implied[key]:
             return True
     return False
 
 
-def _mode_differs(node: exp.Expr, stats: FileStats) -> bool:
-    """`node` may evaluate otherwise in a reader's ANSI session than in deltaopt's, where its SOP bits
-    and expression ranges were computed (`numbers.reader_may_differ`). Cached per set of types and string
-    expressions (one table's, in practice)."""
-    known: dict[tuple[frozenset[Any], frozenset[str]], bool] = node.meta.setdefault("deltaopt.reader_may_differ", {})
-    key = (stats.types_key, stats.string_expressions)
+def _agrees(node: exp.Expr, stats: FileStats, as_value: bool = False) -> bool:
+    """A reader in either ANSI mode evaluates `node` (a predicate, or a value `as_value`) as deltaopt's
+    session did where it computed SOP bits and expression ranges (`agreement`). Cached per set of types
+    and string expressions (one table's, in practice)."""
+    known: dict[tuple[frozenset[Any], frozenset[str], bool], bool] = node.meta.setdefault("deltaopt.agrees", {})
+    key = (stats.types_key, stats.string_expressions, as_value)
     if key not in known:
-        known[key] = reader_may_differ(node, stats.types, stats.string_expressions)
+        strings = stats.string_expressions
+        if as_value:
+            known[key] = value_kind(node, stats.types, strings) is not None
+        else:
+            known[key] = predicate_agrees(node, stats.types, strings)
     return known[key]
 
 
@@ -154,7 +162,7 @@ def _bounds(expression: exp.Expr, stats: FileStats) -> Bounds | None:
     bounds = stats.expressions.get(rendered(expression))
     if bounds is None or "float" in (bounds.type_name or "") or _zone_differs(expression, stats):
         return None  # a FLOAT range was computed in float32 (without ANSI): a reader may compute in double
-    if _mode_differs(expression, stats):
+    if not _agrees(expression, stats, as_value=True):
         return None
     return bounds
 
@@ -256,6 +264,8 @@ def _in(node: exp.In, stats: FileStats) -> tuple[bool, bool]:
         return MAYBE
     if _all_null(bounds, stats.rows) or stats.rows == 0:
         return NEVER
+    if not _listed_alike(node, bounds.family):
+        return MAYBE
     present, has_null = _in_values(node, bounds.family)
     compared = as_compared(bounds, _key_set(node.this, stats), present, node.expressions)
     if compared is None:
@@ -272,6 +282,16 @@ def _in(node: exp.In, stats: FileStats) -> tuple[bool, bool]:
     pinned = low is not None and high is not None and low == high and not nan and first < len(present)
     may_be_false = not has_null and not (pinned and present[first] == low)
     return may_be_true, may_be_false
+
+
+def _listed_alike(node: exp.In, target: str) -> bool:
+    """Whether every reader compares a date or timestamp with the list's string literals as `_in` does,
+    as dates: without ANSI Spark compares them as text (``d IN ('2024-2-29')`` is FALSE on 2024-02-29),
+    which agrees only for a date spelled as Spark writes one (``yyyy-MM-dd``)."""
+    strings = [v.unnest() for v in node.expressions if isinstance(v.unnest(), exp.Literal) and v.unnest().is_string]
+    if target in ("timestamp", "timestamp_ntz"):
+        return not strings
+    return target != "date" or all(_DATE_TEXT.fullmatch(v.this) for v in strings)
 
 
 def _in_values(node: exp.In, target: str) -> tuple[list[Any], bool]:

@@ -220,7 +220,10 @@ def _in_members(node: exp.Expr) -> tuple[exp.Expr, list[exp.Expr]] | None:
 
 
 def equalities_to_in(expression: exp.Expr) -> exp.Expr:
-    """``x = a OR x = b`` -> ``x IN (a, b)``; IN lists deduplicated and sorted; one element -> ``=``."""
+    """``x = a OR x = b`` -> ``x IN (a, b)``; IN lists deduplicated and sorted; one element -> ``=``.
+    Not an equivalence in Spark: it types a list as one and a comparison by its two sides, so without
+    ANSI ``d IN ('2024-2-29')`` compares a date as text and ``d = '2024-2-29'`` as a date. The query
+    log's canonical text uses it (one text per family); pruning keeps a list a list (`lists_ordered`)."""
 
     def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Or):
@@ -239,10 +242,21 @@ def equalities_to_in(expression: exp.Expr) -> exp.Expr:
     return expression.transform(rewrite, copy=False)
 
 
-def _in(target: exp.Expr, values: list[exp.Expr]) -> exp.Expr:
+def lists_ordered(expression: exp.Expr) -> exp.Expr:
+    """IN lists of constants deduplicated by text and sorted, kept lists (`equalities_to_in` without
+    what changes Spark's typing): a list's type is its members', whatever their order."""
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        found = _in_members(node) if isinstance(node, exp.In) else None
+        return _in(*found, keep_list=True) if found else node
+
+    return expression.transform(rewrite, copy=False)
+
+
+def _in(target: exp.Expr, values: list[exp.Expr], keep_list: bool = False) -> exp.Expr:
     unique = {sql(v): v for v in values}
     ordered = [v.copy() for v in sorted(unique.values(), key=_value_order)]
-    if len(ordered) == 1:
+    if len(ordered) == 1 and not keep_list:
         return exp.EQ(this=target.copy(), expression=ordered[0])
     return exp.In(this=target.copy(), expressions=ordered)
 
@@ -261,7 +275,8 @@ def _value_order(value: exp.Expr) -> tuple[int, Decimal, str]:
 
 def like_prefix_to_startswith(expression: exp.Expr) -> exp.Expr:
     def rewrite(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Like) and not node.args.get("escape"):
+        # sqlglot parses ``LIKE p ESCAPE e`` as Escape(Like): the prefix of ``'a!!%' ESCAPE '!'`` is ``a!``
+        if isinstance(node, exp.Like) and not isinstance(node.parent, exp.Escape):
             pattern = node.expression
             if isinstance(pattern, exp.Literal) and pattern.is_string:
                 text = pattern.this
@@ -325,23 +340,25 @@ def _wrap(operand: exp.Expr, parent: exp.Expr) -> exp.Expr:
     )
 
 
-_CANONICAL_FORMS: tuple[Pass, ...] = (
-    equalities_to_in,
+_ORDERED_FORMS: tuple[Pass, ...] = (
     like_prefix_to_startswith,
     order_operands,
     factor_common_conjuncts,
     order_operands,
 )
+_CANONICAL_FORMS: tuple[Pass, ...] = (equalities_to_in, *_ORDERED_FORMS)
 
 SAFE_PASSES: tuple[Pass, ...] = (
     explicit_negation,
     lower_identifiers,
     push_negations,
     remove_redundant_parens,
-    *_CANONICAL_FORMS,
+    lists_ordered,
+    *_ORDERED_FORMS,
 )
-"""Passes that are equivalences in three-valued logic by construction (our own rules only). Pruning
-prepares query predicates with these, so its soundness never rests on sqlglot's ``simplify``."""
+"""Passes that are equivalences in three-valued logic and in Spark's typing by construction (our own
+rules only). Pruning prepares query predicates with these, so its soundness never rests on sqlglot's
+``simplify`` nor on `equalities_to_in`."""
 
 PASSES: tuple[Pass, ...] = (
     explicit_negation,
