@@ -146,6 +146,36 @@ def _in_list(column: str, values: st.SearchStrategy, render: Any) -> st.SearchSt
     return st.builds(build, st.lists(values, min_size=1, max_size=3), st.booleans())
 
 
+# a date spelled as a string, and the date Spark casts it to (with ANSI, a list compares as dates)
+DATE_SPELLINGS = [
+    ("2024-02-29", dt.date(2024, 2, 29)),
+    ("2024-2-29", dt.date(2024, 2, 29)),
+    ("2024-03-01 ", dt.date(2024, 3, 1)),
+    ("1970-01-01", dt.date(1970, 1, 1)),
+    ("9999-12-31", dt.date(9999, 12, 31)),
+]
+
+
+def _date_strings_in_list() -> st.SearchStrategy:
+    """``d IN ('2024-2-29', ..)``: without ANSI Spark compares the date as text (``yyyy-MM-dd``), with
+    ANSI the strings as dates."""
+
+    def build(items: list[tuple[str, dt.date]], with_null: bool) -> tuple[str, Any]:
+        rendered = [f"'{text}'" for text, _ in items] + (["NULL"] if with_null else [])
+
+        def evaluate(r: dict[str, Any]) -> bool | None:
+            if r["d"] is None:
+                return None
+            ansi = r.get(ANSI, True)
+            if any(r["d"] == day if ansi else r["d"].isoformat() == text for text, day in items):
+                return True
+            return None if with_null else False
+
+        return f"d IN ({', '.join(rendered)})", evaluate
+
+    return st.builds(build, st.lists(st.sampled_from(DATE_SPELLINGS), min_size=1, max_size=3), st.booleans())
+
+
 def _month(op_value: tuple[str, int]) -> tuple[str, Any]:
     op, value = op_value
     return f"MONTH(d) {op} {value}", lambda r: compare(op, None if r["d"] is None else r["d"].month, value)
@@ -225,6 +255,7 @@ def atom_strategy() -> st.SearchStrategy:
         _in_list("i", ints, _number),
         _in_list("s", strings, _string),
         _in_list("f", floats, _number),
+        _date_strings_in_list(),
         _spelled_comparison("f"),
         _spelled_comparison("g"),
         _spelled_in_list("f"),
@@ -453,6 +484,10 @@ def evaluate_tree(node: Any, row: dict[str, Any]) -> Any:
         items = [evaluate_tree(v, row) for v in node.expressions]
         if value is None:
             return None
+        as_text = not row.get(ANSI, True) and isinstance(value, dt.date) and any(isinstance(v, str) for v in items)
+        if as_text:  # without ANSI Spark compares a date with a list of strings as text
+            items = [v.isoformat() if isinstance(v, dt.date) else v for v in items]
+            value = value.isoformat()
         if any(compare("=", value, _coerce(v, value)) for v in items if v is not None):
             return True
         return None if any(v is None for v in items) else False
@@ -471,9 +506,10 @@ def evaluate_tree(node: Any, row: dict[str, Any]) -> Any:
 
 
 def _coerce(value: Any, other: Any) -> Any:
-    """Spark casts a string compared with a date to a date."""
+    """Spark casts a string compared with a date to a date (``'2024-2-29 '`` too)."""
     if isinstance(value, str) and isinstance(other, dt.date) and not isinstance(other, dt.datetime):
-        return dt.date.fromisoformat(value)
+        year, month, day = value.strip().split("-")
+        return dt.date(int(year), int(month), int(day))
     if isinstance(value, Decimal | int) and not isinstance(value, bool) and isinstance(other, float):
         return float(value)  # Spark (ANSI) compares a number with a floating-point column in double
     return value
