@@ -11,17 +11,19 @@ argued case by case: a node agrees only if it is built from this module's gramma
 it (an unknown function, a type, a shape) means the bit and range are not used and the file is read.
 
 The grammar, over operands of one kind each (number, string, date for dates and timestamps, boolean):
-* values: a column or struct field of a known type other than FLOAT, a literal, a cast of a literal or of
-  a value of the cast's own kind, arithmetic on numbers, ``||`` and CONCAT on strings, and the typed
-  functions in `_FUNCTIONS`; CASE, IF and COALESCE whose branches share one kind;
+* values: a column or struct field of a known type other than FLOAT and CHAR, a literal, a cast of a
+  literal (a date or timestamp spelled as one, never ``'now'`` or ``'today'``) or of a value of the
+  cast's own kind, arithmetic on numbers, ``||`` and CONCAT on strings, a date plus or minus an
+  interval literal, and the typed functions in `_FUNCTIONS`; CASE, IF and COALESCE whose branches
+  share one kind;
 * predicates: comparisons, BETWEEN and IN between values of one kind (a date or timestamp may meet a
-  string literal in a comparison, which both modes cast to the date; never in a list, which Spark
-  compares as text without ANSI), LIKE, ILIKE, RLIKE and STARTSWITH on strings with literal patterns,
-  IS NULL, a boolean column, TRUE and FALSE, joined by AND, OR and NOT.
+  string literal spelling one in a comparison, which both modes cast to the date; never in a list,
+  which Spark compares as text without ANSI), LIKE, ILIKE, RLIKE and STARTSWITH on strings with literal
+  patterns, IS NULL, a boolean column, TRUE and FALSE, joined by AND, OR and NOT.
 Within it, the two modes differ only where ANSI fails the query (an overflow, a division by zero, a bad
 cast), and a failed query reads nothing. A predicate is never an operand of a value, so no shape whose
 parse differs between Spark and sqlglot (``b = s LIKE 't%'``, ``'900' || i + 1``) is in it.
-`tests/querylog/test_normalisation_in_spark.py` checks the grammar against Spark in both modes.
+`tests/skipping/test_agreement_in_spark.py` checks the grammar against Spark in both modes.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
-from optimizer.skipping.values import family
+from optimizer.skipping.filestats import is_padded
+from optimizer.skipping.values import Unknown, family, parse_date, parse_timestamp
 from querylog.predicates.tree import column_path
 
 Kinds = Mapping[str, str]  # {lower-cased column path or expression: Spark type}
@@ -49,6 +52,10 @@ _FUNCTIONS: dict[type[exp.Expr], tuple[dict[str, str], str]] = {
     exp.Length: ({"this": "string"}, "number"),
     **dict.fromkeys((*_DATE_PARTS, exp.Quarter, exp.Hour, exp.Minute, exp.Second), ({"this": "date"}, "number")),
     exp.TsOrDsToDate: ({"this": "date"}, "date"),
+    exp.TsOrDsAdd: ({"this": "date", "expression": "number"}, "date"),  # DATE_ADD, DATE_SUB
+    exp.AddMonths: ({"this": "date", "expression": "number"}, "date"),
+    exp.DateDiff: ({"this": "date", "expression": "date"}, "number"),
+    **dict.fromkeys((exp.TimestampTrunc, exp.DateTrunc), ({"this": "date"}, "date")),
     **dict.fromkeys((exp.Abs, exp.Sign), ({"this": "number"}, "number")),
     **dict.fromkeys((exp.Floor, exp.Ceil), ({"this": "number", "decimals": "number"}, "number")),
     exp.Round: ({"this": "number", "decimals": "number"}, "number"),
@@ -57,8 +64,10 @@ _FUNCTIONS: dict[type[exp.Expr], tuple[dict[str, str], str]] = {
     exp.DPipe: ({"this": "string", "expression": "string"}, "string"),
     exp.Concat: ({"expressions": "string"}, "string"),
 }
-# arguments that are flags of how sqlglot spells a node, not operands (Div's ``safe``: NULL on zero)
+# arguments that are flags of how sqlglot spells a node, not operands (Div's ``safe``: NULL on zero), and
+# a date function's unit (a keyword: ``DAY``, ``MONTH``)
 _FLAGS = frozenset({"safe", "typed", "coalesce", "position"})
+_UNITS = frozenset({"unit"})
 
 
 def predicate_agrees(node: exp.Expr, types: Kinds, strings: frozenset[str] = frozenset()) -> bool:
@@ -87,7 +96,8 @@ def predicate_agrees(node: exp.Expr, types: Kinds, strings: frozenset[str] = fro
     if isinstance(node, exp.Is):
         tested = value_kind(node.this, types, strings)
         truth = isinstance(node.expression, exp.Boolean) and tested == "boolean"
-        return _only(node, ("this", "expression")) and (isinstance(node.expression, exp.Null) or truth)
+        null = isinstance(node.expression, exp.Null) and tested is not None
+        return _only(node, ("this", "expression")) and (null or truth)
     return False
 
 
@@ -107,11 +117,22 @@ def value_kind(node: exp.Expr, types: Kinds, strings: frozenset[str] = frozenset
         return _cast_kind(node, types, strings)
     if isinstance(node, exp.Case | exp.If | exp.Coalesce):
         return _branching_kind(node, types, strings)
+    if isinstance(node, exp.Add | exp.Sub) and isinstance(node.expression.unnest(), exp.Interval):
+        return _interval_kind(node, types, strings)
     spec = _FUNCTIONS.get(type(node))
     if spec is None:
         return None
     arguments, result = spec
     return result if _arguments_agree(node, arguments, types, strings) else None
+
+
+def _interval_kind(node: exp.Add | exp.Sub, types: Kinds, strings: frozenset[str]) -> str | None:
+    """A date or timestamp plus or minus an interval literal (``d + INTERVAL '30' DAY``): a date."""
+    interval = node.expression.unnest()
+    literal = isinstance(interval.this, exp.Literal) and isinstance(interval.args.get("unit"), exp.Var)
+    if not literal or not _only(interval, ("this", "unit")):
+        return None
+    return "date" if value_kind(node.this, types, strings) == "date" else None
 
 
 def _column_kind(node: exp.Expr, types: Kinds, strings: frozenset[str]) -> str | None:
@@ -124,8 +145,8 @@ def _column_kind(node: exp.Expr, types: Kinds, strings: frozenset[str]) -> str |
     type_name = types.get(name)
     if type_name is None:
         return "string" if name in strings else None
-    if type_name.lower() == "float":
-        return None
+    if type_name.lower() == "float" or is_padded(type_name):
+        return None  # a CHAR column compares padded to its length: text reasoning about it may not hold
     return _KINDS.get(family(type_name))
 
 
@@ -139,7 +160,7 @@ def _cast_kind(node: exp.Cast, types: Kinds, strings: frozenset[str]) -> str | N
     if target is None:
         return None
     if isinstance(operand, exp.Literal) or (isinstance(operand, exp.Neg) and isinstance(operand.this, exp.Literal)):
-        return target
+        return target if target != "date" or _fixed_moment(operand) else None
     return target if value_kind(operand, types, strings) in (target, "null") else None
 
 
@@ -172,7 +193,7 @@ def _arguments_agree(node: exp.Expr, arguments: Mapping[str, str], types: Kinds,
         if value is None or value is False or value == []:
             continue
         if key not in arguments:
-            if key in _FLAGS and not isinstance(value, exp.Expr):
+            if (key in _FLAGS and not isinstance(value, exp.Expr)) or (key in _UNITS and isinstance(value, exp.Var)):
                 continue
             return False
         for operand in value if isinstance(value, list) else [value]:
@@ -189,8 +210,8 @@ def _comparable(left: exp.Expr, right: exp.Expr, types: Kinds, strings: frozense
         return False
     if len(kinds - {"null"}) <= 1:
         return True
-    literal = _is_string_literal(left.unnest()) or _is_string_literal(right.unnest())
-    return kinds == {"date", "string"} and literal
+    literal = next((side.unnest() for side in (left, right) if _is_string_literal(side.unnest())), None)
+    return kinds == {"date", "string"} and literal is not None and _fixed_moment(literal)
 
 
 def _listed(node: exp.In, types: Kinds, strings: frozenset[str]) -> bool:
@@ -207,6 +228,24 @@ def _listed(node: exp.In, types: Kinds, strings: frozenset[str]) -> bool:
 def _only(node: exp.Expr, keys: tuple[str, ...]) -> bool:
     """No argument other than `keys` is set (a NOT LIKE's negation, an ESCAPE, a subquery, a format)."""
     return all(key in keys or value in (None, False, []) for key, value in node.args.items())
+
+
+def _fixed_moment(literal: exp.Expr) -> bool:
+    """A string literal that names one date or timestamp, whenever it is read: not ``'now'``,
+    ``'today'``, ``'tomorrow'`` or a time of day (``'T12:00'``), which Spark reads by the clock when the
+    query runs, long after the bit was computed."""
+    if not _is_string_literal(literal):
+        return False
+    try:
+        parse_date(literal.this)
+        return True
+    except Unknown:
+        pass
+    try:
+        parse_timestamp(literal.this, with_zone=True)
+        return True
+    except Unknown:
+        return False
 
 
 def _is_string_literal(node: exp.Expr) -> bool:

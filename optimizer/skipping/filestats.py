@@ -28,6 +28,7 @@ from optimizer.skipping.values import INTEGER_RANGES, family
 from optimizer.table.access import DataFile
 
 TIMESTAMP_SLACK = dt.timedelta(milliseconds=1)
+CHAR_TYPE_KEY = "__CHAR_VARCHAR_TYPE_STRING"  # Spark's field metadata naming a CHAR or VARCHAR column's type
 # partition values as the Delta protocol spells them; Python's own parsers take more (underscores, ISO weeks)
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?([0-9]+)(?:\.([0-9]+))?")
@@ -96,6 +97,8 @@ def column_bounds(type_name: str, low: Any, high: Any, nulls: int | None, nan_aw
 
 def _written_bounds(type_name: str, low: Any, high: Any, nulls: int | None, nan_aware: bool) -> Bounds:
     kind = family(type_name)
+    if is_padded(type_name):
+        return Bounds(kind, None, None, nulls)
     if type_name.lower() in ("float", "double"):
         return Bounds(kind, low, high, nulls, nan_possible=not nan_aware)
     if kind in ("timestamp", "timestamp_ntz"):
@@ -166,7 +169,7 @@ def _partition_bounds(type_name: str, value: str | None) -> Bounds:
     the file is kept."""
     kind = family(type_name)
     typed = type_name.lower()
-    if value is None:
+    if value is None or is_padded(type_name):
         return Bounds(kind, None, None, nulls=None, type_name=typed)
     if kind == "string":
         return Bounds(kind, value, value if len(value) < STRING_PREFIX else None, nulls=0, type_name=typed)
@@ -220,7 +223,8 @@ def partition_value(type_name: str, value: str) -> Any:
 
 
 def table_column_types(schema_fields: Any, prefix: str = "") -> dict[str, str]:
-    """{dotted leaf path: Spark type name} of a Spark StructType."""
+    """{dotted leaf path: Spark type name} of a Spark StructType. A CHAR or VARCHAR column, which Delta
+    stores as a string with its declared type in the field's metadata, is named by that type."""
     from pyspark.sql.types import StructType
 
     types: dict[str, str] = {}
@@ -229,5 +233,13 @@ def table_column_types(schema_fields: Any, prefix: str = "") -> dict[str, str]:
         if isinstance(f.dataType, StructType):
             types.update(table_column_types(f.dataType.fields, name + "."))
         else:
-            types[name] = f.dataType.simpleString()
+            declared = (f.metadata or {}).get(CHAR_TYPE_KEY)
+            types[name] = declared.lower() if isinstance(declared, str) else f.dataType.simpleString()
     return types
+
+
+def is_padded(type_name: str) -> bool:
+    """A CHAR(n) column: Spark compares its values and the literals they meet padded with spaces to n,
+    while Delta's statistics and the partition values hold them as written (``'ab'`` for ``'ab   '``),
+    so its bounds order otherwise than Spark (``c = 'ab '`` is TRUE on it) and it bounds no file."""
+    return type_name.lower().replace(" ", "").startswith("char(")

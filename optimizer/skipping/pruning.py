@@ -28,7 +28,7 @@ from typing import Any
 from sqlglot import exp
 
 from optimizer.skipping.agreement import predicate_agrees, value_kind
-from optimizer.skipping.filestats import Bounds, FileStats
+from optimizer.skipping.filestats import Bounds, FileStats, is_padded
 from optimizer.skipping.implication import implies
 from optimizer.skipping.numbers import as_compared
 from optimizer.skipping.values import NULL, ZONE_META, Span, Unknown, constant
@@ -222,9 +222,12 @@ def _comparison(node: exp.Expr, stats: FileStats) -> tuple[bool, bool]:
 
 
 def _key_set(expression: exp.Expr, stats: FileStats) -> frozenset[Any] | None:
-    """Every non-NULL value of a top-level column in the file, where the file keeps its key set."""
+    """Every non-NULL value of a top-level column in the file, where the file keeps its key set (a CHAR
+    column's values compare padded: none)."""
     path = column_path(expression)
-    return stats.keys.get(path[0].lower()) if path is not None and len(path) == 1 and stats.keys else None
+    if path is None or len(path) != 1 or not stats.keys or is_padded(stats.types.get(path[0].lower(), "")):
+        return None
+    return stats.keys.get(path[0].lower())
 
 
 def _compare(kind: type[exp.Expr], b: Bounds, v: Any) -> tuple[bool, bool]:

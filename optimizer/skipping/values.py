@@ -184,7 +184,34 @@ def _constant(node: exp.Expr, target: str, zone: str | None) -> Any:
         return value
     if isinstance(node, exp.Literal):
         return _from_literal(node.this, node.is_string, target, zone)
+    if isinstance(node, exp.Add | exp.Sub) and target == "date" and isinstance(node.expression.unnest(), exp.Interval):
+        return _shifted(_constant(node.this, target, zone), node.expression.unnest(), isinstance(node, exp.Sub))
     raise Unknown(f"not a constant pruning understands: {type(node).__name__}")
+
+
+_INTERVAL_MONTHS = {"DAY": 0, "MONTH": 1, "YEAR": 12}
+
+
+def _shifted(day: Any, interval: exp.Interval, back: bool) -> dt.date:
+    """``DATE 'x' + INTERVAL 'n' DAY|MONTH|YEAR`` as Spark folds it: a date, a month past its end
+    clamped to the month's last day (``DATE '2024-01-31' + INTERVAL 1 MONTH`` is 2024-02-29)."""
+    amount, unit = interval.this, interval.args.get("unit")
+    if not isinstance(day, dt.date) or not isinstance(amount, exp.Literal) or not isinstance(unit, exp.Var):
+        raise Unknown("an interval pruning does not fold")
+    months = _INTERVAL_MONTHS.get(unit.name.upper())
+    text = str(amount.this).strip()
+    if months is None or not re.fullmatch(r"[+-]?[0-9]{1,6}", text):
+        raise Unknown(f"an interval pruning does not fold: {interval.sql(dialect='spark')}")
+    count = -int(text) if back else int(text)
+    try:
+        if months == 0:
+            return day + dt.timedelta(days=count)
+        index = day.year * 12 + day.month - 1 + count * months
+        year, month = divmod(index, 12)
+        last = (dt.date(year + (month == 11), (month + 1) % 12 + 1, 1) - dt.timedelta(days=1)).day
+        return dt.date(year, month + 1, min(day.day, last))
+    except (ValueError, OverflowError) as err:
+        raise Unknown(f"a date out of the calendar: {err}") from err
 
 
 def _cast_keeps(to: exp.DataType, value: Decimal) -> bool:

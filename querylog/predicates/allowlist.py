@@ -12,6 +12,8 @@ never spliced into SQL.
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 
 from querylog.errors import UnsafeExpressionError
@@ -236,11 +238,24 @@ ALLOWED_ANONYMOUS: frozenset[str] = frozenset(
 )
 
 
+# Spark's special datetime strings and times of day, which a DATE or TIMESTAMP literal reads by the clock
+# when the query runs (``TIMESTAMP 'now'``, ``DATE 'today'``, ``TIMESTAMP 'T12:00'``): not deterministic
+_CLOCK_TEXT = re.compile(r"\s*(now|today|yesterday|tomorrow|T?[0-9]{1,2}:[0-9]{1,2}(:[0-9.]*)?)\s*", re.IGNORECASE)
+_MOMENT_TYPES = (
+    exp.DataType.Type.DATE,
+    exp.DataType.Type.TIMESTAMP,
+    exp.DataType.Type.TIMESTAMPTZ,
+    exp.DataType.Type.TIMESTAMPNTZ,
+)
+
+
 def unsafe_parts(expression: exp.Expr) -> list[str]:
     """Names of the constructs in `expression` that are not on the allow-list (empty: evaluable)."""
     found: list[str] = []
     for node in expression.walk():
-        if isinstance(node, exp.Anonymous):
+        if _read_by_the_clock(node):
+            found.append(f"{node.sql(dialect='spark')} (read by the clock)")
+        elif isinstance(node, exp.Anonymous):
             name = node.name.lower()
             if name not in ALLOWED_ANONYMOUS:
                 found.append(f"{name}()")
@@ -262,6 +277,16 @@ def check_evaluable(expression: exp.Expr) -> None:
 
 def is_evaluable(expression: exp.Expr) -> bool:
     return not unsafe_parts(expression) and not cost_problems(expression)
+
+
+def _read_by_the_clock(node: exp.Expr) -> bool:
+    """A date or timestamp literal Spark reads by the clock when the query runs."""
+    if not isinstance(node, exp.Cast | exp.TryCast) or not node.to.is_type(
+        *_MOMENT_TYPES, exp.DataType.Type.TIMESTAMPNTZ
+    ):
+        return False
+    operand = node.this.unnest()
+    return isinstance(operand, exp.Literal) and operand.is_string and _CLOCK_TEXT.fullmatch(operand.this) is not None
 
 
 def _describe(node: exp.Expr) -> str:

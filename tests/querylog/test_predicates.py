@@ -208,6 +208,7 @@ def test_allow_list_accepts_deterministic_functions():
         "COALESCE(x, 0) > 1",
         "s.a.b = 1",
         "x IN (1, 2)",
+        "d = DATE 'epoch' OR t > TIMESTAMP '2024-01-01 12:00:00'",
     ]:
         check_evaluable(parse_canonical(text))
 
@@ -219,6 +220,9 @@ def test_allow_list_accepts_deterministic_functions():
         ("reflect('java.lang.Runtime', 'getRuntime') IS NULL", "reflect()"),
         ("rand() < 0.5", "rand()"),
         ("d > current_date()", "current_date()"),
+        ("t <= TIMESTAMP 'now'", "CAST('now' AS TIMESTAMP) (read by the clock)"),  # review 66: read when run
+        ("d < DATE 'tomorrow'", "CAST('tomorrow' AS DATE) (read by the clock)"),
+        ("t > TIMESTAMP 'T12:00'", "CAST('T12:00' AS TIMESTAMP) (read by the clock)"),
         ("java_method('a', 'b') = 1", "java_method()"),
         ("x IN (SELECT y FROM t)", "Select"),
     ],

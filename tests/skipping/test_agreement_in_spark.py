@@ -54,6 +54,7 @@ LITERALS = {
 }
 COLUMNS = {"number": ["i", "n", "p", "q", "f", "g"], "string": ["s"], "date": ["d", "t"], "boolean": ["b", "b2"]}
 KINDS = list(COLUMNS)
+_UNITS = st.sampled_from(["DAY", "MONTH", "YEAR", "HOUR"])
 
 
 def _value(kind: str, depth: int) -> st.SearchStrategy[str]:
@@ -75,6 +76,7 @@ def _value(kind: str, depth: int) -> st.SearchStrategy[str]:
             st.builds("({} {} {})".format, inner, st.sampled_from(["+", "-", "*", "/", "%"]), inner),
             st.builds("-({})".format, inner),
             st.builds("LENGTH({})".format, texts),
+            st.builds("DATEDIFF({}, {})".format, dates, dates),
             st.builds("{}({})".format, st.sampled_from(["YEAR", "MONTH", "DAY", "DAYOFWEEK", "HOUR"]), dates),
             st.builds("{}({})".format, st.sampled_from(["ABS", "FLOOR", "CEIL", "SIGN"]), inner),
             st.builds("ROUND({}, 1)".format, inner),
@@ -91,7 +93,13 @@ def _value(kind: str, depth: int) -> st.SearchStrategy[str]:
             st.builds("CAST({} AS STRING)".format, numbers),  # a number made text: outside the grammar
         ]
     if kind == "date":
-        shapes.append(st.builds("CAST({} AS DATE)".format, st.sampled_from(["t", "d", "s"])))
+        amounts = st.sampled_from(["1", "-1", "n", "i", "2.5", "2147483647"])
+        shapes += [
+            st.builds("CAST({} AS DATE)".format, st.sampled_from(["t", "d", "s"])),
+            st.builds("{}({}, {})".format, st.sampled_from(["DATE_ADD", "DATE_SUB", "ADD_MONTHS"]), inner, amounts),
+            st.builds("({} {} INTERVAL '{}' {})".format, inner, st.sampled_from("+-"), amounts, _UNITS),
+            st.builds("DATE_TRUNC('{}', {})".format, _UNITS, inner),
+        ]
     return st.one_of(*shapes)
 
 
@@ -211,6 +219,10 @@ SHAPES = [  # from the reviews: outside the grammar, or in it and agreeing
     "MONTH(d) = 2 AND s LIKE '%1'",
     "CAST(i AS INT) = 1",
     "n + 1 < 0",
+    "d > DATE '2024-01-31' + INTERVAL '1' MONTH",
+    "DATEDIFF(d, t) > 1 AND DATE_ADD(d, n) < DATE '2025-01-01'",
+    "DATE_TRUNC('MONTH', t) = DATE '2024-02-01'",
+    "IF(CAST(1 AS INT) <> '3000000000', DATE '2024-02-29', t) IS NOT NULL",
 ]
 
 
