@@ -64,10 +64,17 @@ _FUNCTIONS: dict[type[exp.Expr], tuple[dict[str, str], str]] = {
     exp.DPipe: ({"this": "string", "expression": "string"}, "string"),
     exp.Concat: ({"expressions": "string"}, "string"),
 }
-# arguments that are flags of how sqlglot spells a node, not operands (Div's ``safe``: NULL on zero), and
-# a date function's unit (a keyword: ``DAY``, ``MONTH``)
+# arguments that are flags of how sqlglot spells a node, not operands (Div's ``safe``: NULL on zero)
 _FLAGS = frozenset({"safe", "typed", "coalesce", "position"})
-_UNITS = frozenset({"unit"})
+# the units a date function may name: a day or longer keeps a date a date (or a timestamp at its
+# midnight); an hour of a date is a timestamp in the session zone, and a count of hours across a
+# daylight-saving day differs between zones
+_DAYS_OR_LONGER = frozenset({"DAY", "DD", "WEEK", "MONTH", "MM", "MON", "QUARTER", "YEAR", "YYYY", "YY"})
+_UNITS: dict[type[exp.Expr], frozenset[str]] = {
+    exp.TsOrDsAdd: frozenset({"DAY"}),
+    exp.TimestampTrunc: _DAYS_OR_LONGER,
+    exp.DateTrunc: _DAYS_OR_LONGER,
+}
 
 
 def predicate_agrees(node: exp.Expr, types: Kinds, strings: frozenset[str] = frozenset()) -> bool:
@@ -127,12 +134,20 @@ def value_kind(node: exp.Expr, types: Kinds, strings: frozenset[str] = frozenset
 
 
 def _interval_kind(node: exp.Add | exp.Sub, types: Kinds, strings: frozenset[str]) -> str | None:
-    """A date or timestamp plus or minus an interval literal (``d + INTERVAL '30' DAY``): a date."""
+    """A date or timestamp plus or minus an interval literal of days, months or years
+    (``d + INTERVAL '30' DAY``): a date."""
     interval = node.expression.unnest()
-    literal = isinstance(interval.this, exp.Literal) and isinstance(interval.args.get("unit"), exp.Var)
-    if not literal or not _only(interval, ("this", "unit")):
+    unit = interval.args.get("unit")
+    literal = isinstance(interval.this, exp.Literal) and isinstance(unit, exp.Var)
+    if not literal or unit.name.upper() not in ("DAY", "MONTH", "YEAR") or not _only(interval, ("this", "unit")):
         return None
     return "date" if value_kind(node.this, types, strings) == "date" else None
+
+
+def _unit_allowed(node: exp.Expr, unit: object) -> bool:
+    """A date function's unit keyword on the function's list (`_UNITS`)."""
+    allowed = _UNITS.get(type(node), frozenset())
+    return isinstance(unit, exp.Var | exp.Literal) and str(unit.name).upper() in allowed
 
 
 def _column_kind(node: exp.Expr, types: Kinds, strings: frozenset[str]) -> str | None:
@@ -193,7 +208,7 @@ def _arguments_agree(node: exp.Expr, arguments: Mapping[str, str], types: Kinds,
         if value is None or value is False or value == []:
             continue
         if key not in arguments:
-            if (key in _FLAGS and not isinstance(value, exp.Expr)) or (key in _UNITS and isinstance(value, exp.Var)):
+            if (key in _FLAGS and not isinstance(value, exp.Expr)) or (key == "unit" and _unit_allowed(node, value)):
                 continue
             return False
         for operand in value if isinstance(value, list) else [value]:

@@ -222,24 +222,38 @@ def partition_value(type_name: str, value: str) -> Any:
     return None
 
 
-def table_column_types(schema_fields: Any, prefix: str = "") -> dict[str, str]:
+def table_column_types(schema_fields: Any, prefix: str = "", padded: frozenset[str] = frozenset()) -> dict[str, str]:
     """{dotted leaf path: Spark type name} of a Spark StructType. A CHAR or VARCHAR column, which Delta
-    stores as a string with its declared type in the field's metadata, is named by that type."""
+    stores as a string with its declared type in the top-level field's metadata (a struct's whole type:
+    ``struct<c:char(5)>``), is named by that type; a struct field named CHAR there is typed ``char``."""
     from pyspark.sql.types import StructType
 
     types: dict[str, str] = {}
     for f in schema_fields:
         name = f"{prefix}{f.name}"
+        declared = (f.metadata or {}).get(CHAR_TYPE_KEY)
         if isinstance(f.dataType, StructType):
-            types.update(table_column_types(f.dataType.fields, name + "."))
+            inner = padded | (_char_fields(declared) if isinstance(declared, str) else frozenset())
+            types.update(table_column_types(f.dataType.fields, name + ".", inner))
+        elif isinstance(declared, str):
+            types[name] = declared.lower()
         else:
-            declared = (f.metadata or {}).get(CHAR_TYPE_KEY)
-            types[name] = declared.lower() if isinstance(declared, str) else f.dataType.simpleString()
+            types[name] = "char" if f.name.lower() in padded else f.dataType.simpleString()
     return types
+
+
+_CHAR_FIELD = re.compile(r"`?([^`:<>,\s]+)`?\s*:\s*char\(", re.IGNORECASE)
+
+
+def _char_fields(declared: str) -> frozenset[str]:
+    """The names of the CHAR fields anywhere in a struct's declared type (lower-cased). A name may
+    repeat at another depth: every field so named is then taken for a CHAR (it only loses bounds)."""
+    return frozenset(m.group(1).lower() for m in _CHAR_FIELD.finditer(declared))
 
 
 def is_padded(type_name: str) -> bool:
     """A CHAR(n) column: Spark compares its values and the literals they meet padded with spaces to n,
     while Delta's statistics and the partition values hold them as written (``'ab'`` for ``'ab   '``),
     so its bounds order otherwise than Spark (``c = 'ab '`` is TRUE on it) and it bounds no file."""
-    return type_name.lower().replace(" ", "").startswith("char(")
+    name = type_name.lower().replace(" ", "")
+    return name == "char" or name.startswith("char(")

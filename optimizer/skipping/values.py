@@ -185,11 +185,21 @@ def _constant(node: exp.Expr, target: str, zone: str | None) -> Any:
     if isinstance(node, exp.Literal):
         return _from_literal(node.this, node.is_string, target, zone)
     if isinstance(node, exp.Add | exp.Sub) and target == "date" and isinstance(node.expression.unnest(), exp.Interval):
+        if not _typed_date(node.this):  # '2024-04-01' - INTERVAL 30 DAY is a string to Spark
+            raise Unknown("an interval added to what is not a date")
         return _shifted(_constant(node.this, target, zone), node.expression.unnest(), isinstance(node, exp.Sub))
     raise Unknown(f"not a constant pruning understands: {type(node).__name__}")
 
 
 _INTERVAL_MONTHS = {"DAY": 0, "MONTH": 1, "YEAR": 12}
+
+
+def _typed_date(node: exp.Expr) -> bool:
+    """A DATE literal, or one shifted by intervals: Spark adds an interval to it as a date."""
+    node = node.unnest()
+    if isinstance(node, exp.Add | exp.Sub) and isinstance(node.expression.unnest(), exp.Interval):
+        return _typed_date(node.this)
+    return isinstance(node, exp.Cast | exp.TryCast) and node.to.is_type(exp.DataType.Type.DATE)
 
 
 def _shifted(day: Any, interval: exp.Interval, back: bool) -> dt.date:

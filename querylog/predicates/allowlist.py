@@ -240,7 +240,9 @@ ALLOWED_ANONYMOUS: frozenset[str] = frozenset(
 
 # Spark's special datetime strings and times of day, which a DATE or TIMESTAMP literal reads by the clock
 # when the query runs (``TIMESTAMP 'now'``, ``DATE 'today'``, ``TIMESTAMP 'T12:00'``): not deterministic
-_CLOCK_TEXT = re.compile(r"\s*(now|today|yesterday|tomorrow|T?[0-9]{1,2}:[0-9]{1,2}(:[0-9.]*)?)\s*", re.IGNORECASE)
+_CLOCK_TEXT = re.compile(
+    r"\s*((now|today|yesterday|tomorrow)(\s.*)?|T[0-9].*|[0-9]{1,2}:[0-9].*)", re.IGNORECASE | re.DOTALL
+)
 _MOMENT_TYPES = (
     exp.DataType.Type.DATE,
     exp.DataType.Type.TIMESTAMP,

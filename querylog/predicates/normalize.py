@@ -16,7 +16,7 @@ the operator flipped, BETWEEN as two ranges, constant date arithmetic folded):
 * identifiers lower-cased (Spark resolves them case-insensitively), table qualifiers removed;
 * ``x <=> c`` with a non-NULL constant is ``x = c``, and ``x <=> NULL`` is ``x IS NULL``;
 * ``x = a OR x = b OR x IN (c)`` is ``x IN (a, b, c)``, lists deduplicated and sorted, a one-element
-  list is an equality;
+  list is an equality (`PASSES` only: Spark types a list as one, so `SAFE_PASSES` keep lists and ORs);
 * ``x LIKE 'abc%'`` (no other wildcard) is ``STARTSWITH(x, 'abc')``;
 * no parentheses that carry no meaning (``(x * 2) < 4`` is ``x * 2 < 4``; ``b = (x IS NULL)`` keeps its);
 * numeric literals as written (Spark types ``2.0`` a DECIMAL and ``2`` an INT: ``i / 2.0`` is no ``i / 2``);

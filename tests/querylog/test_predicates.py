@@ -223,6 +223,8 @@ def test_allow_list_accepts_deterministic_functions():
         ("t <= TIMESTAMP 'now'", "CAST('now' AS TIMESTAMP) (read by the clock)"),  # review 66: read when run
         ("d < DATE 'tomorrow'", "CAST('tomorrow' AS DATE) (read by the clock)"),
         ("t > TIMESTAMP 'T12:00'", "CAST('T12:00' AS TIMESTAMP) (read by the clock)"),
+        ("d = DATE 'today UTC'", "CAST('today UTC' AS DATE) (read by the clock)"),
+        ("t > TIMESTAMP 'T12'", "CAST('T12' AS TIMESTAMP) (read by the clock)"),
         ("java_method('a', 'b') = 1", "java_method()"),
         ("x IN (SELECT y FROM t)", "Select"),
     ],

@@ -24,6 +24,7 @@ AGREE = [
     "d >= DATE '1995-01-01' AND d > '1995-01-01'",
     "d > DATE '1995-01-01' + INTERVAL 30 DAY",
     "DATEDIFF(d, d) > 20 AND DATE_ADD(d, 30) > d",
+    "DATE_TRUNC('MONTH', d) = DATE '2024-02-01' AND d - INTERVAL '1' YEAR > d",
     "COALESCE(s, 'x') = 'x' AND CASE WHEN i > 1 THEN p ELSE 0 END > 1",
     "b AND s IS NOT NULL",
 ]
@@ -42,6 +43,9 @@ REFUSED = [
     "d < CURRENT_DATE()",
     "MY_UDF(s) = 1",
     "IF(i <> '3000000000', d, NULL) IS NOT NULL",  # review 66's run: IS NULL of a value outside the grammar
+    "d + INTERVAL '23' HOUR >= d",  # review 66b: a timestamp in the session zone
+    "DATEDIFF(HOUR, d, t) = 23",  # review 66b: hours across a daylight-saving day differ between zones
+    "DATE_TRUNC('HOUR', d) = DATE_TRUNC('HOUR', t)",
 ]
 
 
