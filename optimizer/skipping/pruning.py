@@ -267,8 +267,6 @@ def _in(node: exp.In, stats: FileStats) -> tuple[bool, bool]:
         return MAYBE
     if _all_null(bounds, stats.rows) or stats.rows == 0:
         return NEVER
-    if not _listed_alike(node, bounds.family):
-        return MAYBE
     present, has_null = _in_values(node, bounds.family)
     compared = as_compared(bounds, _key_set(node.this, stats), present, node.expressions)
     if compared is None:
@@ -291,10 +289,11 @@ def _listed_alike(node: exp.In, target: str) -> bool:
     """Whether every reader compares a date or timestamp with the list's string literals as `_in` does,
     as dates: without ANSI Spark compares them as text (``d IN ('2024-2-29')`` is FALSE on 2024-02-29),
     which agrees only for a date spelled as Spark writes one (``yyyy-MM-dd``)."""
-    strings = [v.unnest() for v in node.expressions if isinstance(v.unnest(), exp.Literal) and v.unnest().is_string]
+    items = [v.unnest() for v in node.expressions]
+    strings = [v.this for v in items if isinstance(v, exp.Literal) and v.is_string]
     if target in ("timestamp", "timestamp_ntz"):
         return not strings
-    return target != "date" or all(_DATE_TEXT.fullmatch(v.this) for v in strings)
+    return target != "date" or all(_DATE_TEXT.fullmatch(text) for text in strings)
 
 
 def _in_values(node: exp.In, target: str) -> tuple[list[Any], bool]:
@@ -302,6 +301,8 @@ def _in_values(node: exp.In, target: str) -> tuple[list[Any], bool]:
     Cached on the node per family: pruning converts the same list for every file. Raises `Unknown`."""
     key = f"deltaopt.in_values.{target}"
     if key not in node.meta:
+        if not _listed_alike(node, target):
+            raise Unknown("a date or timestamp against a list of strings, which Spark compares as text without ANSI")
         values = [constant(v, target) for v in node.expressions]
         if any(isinstance(v, Span) for v in values):
             raise Unknown("a list of timestamps whose instants depend on the session's zone")

@@ -283,9 +283,7 @@ def is_evaluable(expression: exp.Expr) -> bool:
 
 def _read_by_the_clock(node: exp.Expr) -> bool:
     """A date or timestamp literal Spark reads by the clock when the query runs."""
-    if not isinstance(node, exp.Cast | exp.TryCast) or not node.to.is_type(
-        *_MOMENT_TYPES, exp.DataType.Type.TIMESTAMPNTZ
-    ):
+    if not isinstance(node, exp.Cast | exp.TryCast) or not node.to.is_type(*_MOMENT_TYPES):
         return False
     operand = node.this.unnest()
     return isinstance(operand, exp.Literal) and operand.is_string and _CLOCK_TEXT.fullmatch(operand.this) is not None
