@@ -477,6 +477,9 @@ def evaluate_tree(node: Any, row: dict[str, Any]) -> Any:
     ops = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
     if type(node) in ops:
         left, right = evaluate_tree(node.this, row), evaluate_tree(node.expression, row)
+        if not row.get(ANSI, True):  # without ANSI a FLOAT column meets an integer in float32
+            left = _in_float32(left) if _is_float_column(node.expression) and _is_integer(node.this) else left
+            right = _in_float32(right) if _is_float_column(node.this) and _is_integer(node.expression) else right
         left, right = _coerce(left, right), _coerce(right, left)
         return compare(ops[type(node)], left, right)
     if isinstance(node, exp.In):
@@ -503,6 +506,24 @@ def evaluate_tree(node: Any, row: dict[str, Any]) -> Any:
         )
         return None if value is None else re.fullmatch(pattern, value, re.S) is not None
     raise OutsideLanguage(f"the test language has no {type(node).__name__}")
+
+
+def _is_float_column(node: Any) -> bool:
+    from sqlglot import exp
+
+    return isinstance(node, exp.Column) and TYPES.get(node.name) == "float"
+
+
+def _is_integer(node: Any) -> bool:
+    """An integer constant as the generated language spells one (``16777217``, ``-3``)."""
+    from sqlglot import exp
+
+    node = node.this if isinstance(node, exp.Neg) else node
+    return isinstance(node, exp.Literal) and not node.is_string and node.this.lstrip("-").isdigit()
+
+
+def _in_float32(value: Any) -> Any:
+    return None if value is None else single(float(value))
 
 
 def _coerce(value: Any, other: Any) -> Any:
