@@ -231,12 +231,22 @@ def test_review_shapes_agree_or_are_unused(spark, text):
     _check(spark, [text])
 
 
-@settings(
-    max_examples=6,
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],  # a shrink costs a Spark query a step: the failure names its conjunct
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-@given(predicates=st.lists(_predicate(2), min_size=30, max_size=30))
-def test_generated_predicates_agree_where_the_grammar_says(spark, predicates):
-    _check(spark, predicates)
+def _generated(examples: int) -> Any:
+    """The property over `examples` lists of 30 generated predicates (a Spark query per mode each)."""
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate],  # a shrink costs a Spark query a step: the failure names its conjunct
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    @given(predicates=st.lists(_predicate(2), min_size=30, max_size=30))
+    def check(spark: Any, predicates: list[str]) -> None:
+        _check(spark, predicates)
+
+    return check
+
+
+# Every run draws 60 predicates (about 15 s an example of 30 here); the slow tier draws 1,200.
+test_generated_predicates_agree_where_the_grammar_says = _generated(2)
+test_generated_predicates_agree_where_the_grammar_says_at_length = pytest.mark.slow(_generated(40))
