@@ -28,7 +28,7 @@ check: test
 	$(PYTHON) -m tests.matrix --pair spark-3.5.9-delta-3.2.1
 
 test-slow: $(INSTALLED)
-	$(BIN)/pytest -m slow
+	$(BIN)/pytest -m "slow or thorough"
 
 # The smoke suite on every supported Spark/Delta pair, a venv each under .matrix/ (docs/VERSIONS.md); writes
 # docs/MATRIX.md. One pair: make test-matrix PAIR=spark-3.5.9-delta-3.2.1

@@ -21,6 +21,18 @@ MAIN_JVM_OPTIONS = "-XX:+UseParallelGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{MAIN_JVM_OPTIONS} -XX:TieredStopAtLevel=1")
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects, so `-m 'not thorough'` sees the mark
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks the tests in tests/thorough.txt `thorough`: the default run covers each of their lines with a
+    cheaper test (`python -m tests.tiers`); `make test-slow` runs them."""
+    from tests.tiers import listed
+
+    thorough = listed()
+    for item in items:
+        if item.nodeid in thorough:
+            item.add_marker(pytest.mark.thorough)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     from optimizer.config import SparkSettings

@@ -197,6 +197,7 @@ def test_two_jobs_at_once_in_one_session_each_commit_carries_its_own_run(spark, 
     assert spark.conf.get(USER_METADATA_CONF, None) is None, "the session kept a run's tag"
 
 
+@pytest.mark.every_change
 def test_another_table_s_property_commit_during_an_optimize_is_not_a_deltaopt_optimize(spark, tmp_path, monkeypatch):
     """Job `one`'s OPTIMIZE has its tag on the session while job `two` sets a table property on its own
     table through Delta (the key-statistics property, `DeltaSparkCommitter.set_properties`): `two`'s

@@ -17,7 +17,8 @@ import yaml
 from tests.clusters.driver import Driver
 from tests.clusters.servers import free_port, process_env, running
 
-pytestmark = pytest.mark.spark
+# its module fixture starts every scheme's child in the first test: per-test lines cannot be told apart (tests/tiers.py)
+pytestmark = [pytest.mark.spark, pytest.mark.every_change]
 BUCKET = "deltaopt-tests"
 
 

@@ -28,7 +28,7 @@ from tests.service.test_liquid_tick import keys, liquid_table, operations, servi
 from tests.service.test_service import NOW
 from tests.session_conf import session_conf
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.every_change]  # crashes and races: tests/tiers.py keeps them
 ZONES = ("UTC", "America/Los_Angeles")
 
 

@@ -25,7 +25,7 @@ from optimizer.table import open_table
 from tests.session_conf import session_conf
 from tests.templates import copy_of
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.every_change]  # session time zones: tests/tiers.py keeps them
 
 ZONE_CONF = "spark.sql.session.timeZone"
 SKIPPING_CONF = "spark.databricks.delta.stats.skipping"

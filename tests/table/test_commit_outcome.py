@@ -24,7 +24,7 @@ from optimizer.table.fingerprint import fingerprint
 from optimizer.table.rewrite import RewriteRequest, outcome_after_failure
 from optimizer.table.rewrite_path import committer_for
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.every_change]  # crashes and races: tests/tiers.py keeps them
 
 
 def _table(spark, path: str, properties: str = "") -> None:

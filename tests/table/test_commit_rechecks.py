@@ -19,7 +19,7 @@ from optimizer.table.fingerprint import fingerprint
 from optimizer.table.rewrite import RewriteRequest
 from optimizer.table.rewrite_path import committer_for
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.every_change]  # crashes and races: tests/tiers.py keeps them
 
 
 def _table(spark, path: str) -> None:

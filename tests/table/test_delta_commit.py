@@ -22,7 +22,7 @@ from optimizer.table.rewrite import RewriteRequest
 from optimizer.table.rewrite_path import commit_engine, committer_for
 from tests.table.test_table_access import sample_frame
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.every_change]  # crashes and races: tests/tiers.py keeps them
 
 
 def _staged_rewrite(spark, table, snapshot, files=None, run_id="t1"):

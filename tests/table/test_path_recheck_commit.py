@@ -18,7 +18,7 @@ from optimizer.table.fingerprint import fingerprint
 from optimizer.table.rewrite import DeltaOptimize, RewriteRequest
 from optimizer.table.rewrite_path import Capabilities, LaidOutBy, choose_path, open_path
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.every_change]  # crashes and races: tests/tiers.py keeps them
 
 MOVED = "became liquid-clustered.*nothing was committed"
 

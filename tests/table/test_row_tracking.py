@@ -150,6 +150,7 @@ def test_enabled_row_tracking_keeps_every_row_id_and_tags_the_commit_preserved(d
     }
 
 
+@pytest.mark.every_change
 @pytest.mark.parametrize("start", ["unsupported", "supported-but-disabled"])
 def test_row_tracking_enabled_while_the_rewrite_runs_commits_with_new_row_ids(delta_spark, tmp_path: Path, start):
     """``SET TBLPROPERTIES ('delta.enableRowTracking' = 'true')`` lands between the rewrite's read and its

@@ -127,6 +127,7 @@ def test_rewrite_preserves_rows_and_commits_without_data_change(spark, table_pat
     assert '"dataChange":true' not in text.replace(" ", "")
 
 
+@pytest.mark.every_change
 def test_racing_rewrites_never_duplicate_rows(spark, table_path):
     """Two rewrites planned on the same snapshot: one commits, the other gives up; rows unchanged."""
     table = open_table(table_path)
@@ -146,6 +147,7 @@ def test_racing_rewrites_never_duplicate_rows(spark, table_path):
         assert not os.path.exists(os.path.join(table_path, f.path))
 
 
+@pytest.mark.every_change
 def test_racing_rewrites_in_threads(spark, table_path):
     """The same race with real concurrency: both commit attempts start from one version."""
     table = open_table(table_path)
@@ -179,6 +181,7 @@ def test_racing_rewrites_in_threads(spark, table_path):
     assert fingerprint(table.read_files(spark, after.files, after)) == expected
 
 
+@pytest.mark.every_change
 def test_rewrite_survives_a_concurrent_append(spark, table_path):
     """An append lands between planning and committing: the rewrite re-checks and commits after it."""
     table = open_table(table_path)

@@ -20,7 +20,7 @@ from optimizer.clustering.job import optimize
 from optimizer.features import FeatureSet
 from optimizer.table import open_table
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.every_change]  # session time zones: tests/tiers.py keeps them
 
 READER_ZONE = "America/Los_Angeles"
 ZONE_CONF = "spark.sql.session.timeZone"
