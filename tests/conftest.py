@@ -24,12 +24,13 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{MAIN_JVM_OPTIONS} -XX:TieredStopAt
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects, so `-m 'not thorough'` sees the mark
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks the tests in tests/thorough.txt `thorough`: the default run covers each of their lines with a
-    cheaper test (`python -m tests.tiers`); `make test-slow` runs them."""
+    cheaper test (`python -m tests.tiers`); `make test-slow` runs them. A test pinned since (`every_change`)
+    stays in the default run."""
     from tests.tiers import listed
 
     thorough = listed()
     for item in items:
-        if item.nodeid in thorough:
+        if item.nodeid in thorough and not item.get_closest_marker("every_change"):
             item.add_marker(pytest.mark.thorough)
 
 

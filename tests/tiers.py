@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LIST = ROOT / "tests" / "thorough.txt"
 HEADER = """\
 # The thorough tier: tests whose every covered line a cheaper test in the default run also covers.
-# Written by `python -m tests.tiers choose` (tests/tiers.py) from a coverage run of the default suite;
+# Written by `python -m tests.tiers choose` (tests/tiers.py) from a coverage run of both tiers;
 # `make test-slow` runs them, `make test` does not. One pytest node id per line.
 """
 Lines = frozenset[tuple[str, int]]
@@ -111,6 +111,7 @@ def choose(
 
 
 def written(tests: Iterable[str]) -> str:
+    """tests/thorough.txt's text: the header saying where it comes from, then one node id a line."""
     return HEADER + "".join(f"{test}\n" for test in tests)
 
 
@@ -122,7 +123,7 @@ def listed(path: Path = LIST) -> set[str]:
 
 
 def run_coverage(out: Path) -> int:
-    """The default suite under coverage, each test's lines under its node id (tests/tiers_plugin.py)."""
+    """The default and thorough tests under coverage, each test's lines under its node id (tests/tiers_plugin.py)."""
     shutil.rmtree(out, ignore_errors=True)  # no data of an earlier, aborted run is combined into this one
     out.mkdir(parents=True)
     rc = out / "coveragerc"
@@ -141,7 +142,7 @@ def run_coverage(out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("coverage", help="run the default suite under coverage")
+    run = commands.add_parser("coverage", help="run the default and thorough tests under coverage")
     run.add_argument("--out", type=Path, default=Path("/tmp/deltaopt-tiers"))
     pick = commands.add_parser("choose", help="write tests/thorough.txt from a coverage run")
     pick.add_argument("data", type=Path, help="the combined coverage data file")
