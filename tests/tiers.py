@@ -116,7 +116,8 @@ def written(tests: Iterable[str]) -> str:
 
 
 def listed(path: Path = LIST) -> set[str]:
-    """The node ids in the thorough list (comments and blank lines skipped)."""
+    """The node ids a list names: tests/thorough.txt, or a coverage run's pinned.txt / random.txt (comments
+    and blank lines skipped; no file, no ids)."""
     if not path.exists():
         return set()
     return {s for line in path.read_text().splitlines() if (s := line.strip()) and not s.startswith("#")}
