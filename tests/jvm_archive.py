@@ -122,14 +122,10 @@ def _maps(archive: Path) -> bool:
     options = f"-Xshare:on -XX:SharedArchiveFile={archive} {SILENT}"
     submit = _spark_home() / "bin" / "spark-submit"
     env = {**os.environ, "SPARK_SUBMIT_OPTS": options}
-    # in a directory of its own: a JVM that maps a file cut short dies of SIGBUS and writes hs_err_pid*.log there
-    with tempfile.TemporaryDirectory(prefix="deltaopt-jvm-probe-") as scratch:
-        try:
-            done = subprocess.run(
-                [str(submit), "--version"], env=env, cwd=scratch, capture_output=True, timeout=120, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return False
+    try:
+        done = subprocess.run([str(submit), "--version"], env=env, capture_output=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
     return done.returncode == 0
 
 
