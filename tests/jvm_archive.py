@@ -19,20 +19,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 # silent where the archive does not apply: its mismatch warnings would be one more line on the children's stderr
 SILENT = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 # a JDK that does not know an option ignores it instead of refusing to start (JDK 8 and 11 have no dynamic archive)
 TOLERANT = "-XX:+IgnoreUnrecognizedVMOptions"
-SWITCH = "DELTAOPT_JVM_ARCHIVE"  # off: none given; required: the tests of the archive fail where there is none
-TRAINING_SECONDS = 900
+SWITCH = "DELTAOPT_JVM_ARCHIVE"
 
 
 @lru_cache(maxsize=1)
@@ -45,24 +42,18 @@ def _java_version() -> str:
     return done.stderr
 
 
-def _spark_home() -> Path:
+def _key() -> str:
+    """What the archive depends on: the JDK, and every jar on the drivers' class path (PySpark's, Delta's)."""
     import pyspark
 
-    return Path(pyspark.__file__).parent
-
-
-def _key() -> str:
-    """What the archive depends on: the JDK, and every jar on the drivers' class path (PySpark's, Delta's), each
-    by its inode and change time too (a jar replaced in place keeps neither). `build` also probes the archive
-    on each `make test`, for what the key cannot see (the JDK's own files)."""
     from optimizer import delta_jars
 
-    jars = sorted((_spark_home() / "jars").glob("*.jar"))
+    jars = sorted(Path(pyspark.__file__).with_name("jars").glob("*.jar"))
     jars += sorted(delta_jars.cached_jars() or [])
     digest = hashlib.sha256(_java_version().encode())
     for jar in jars:
         stat = jar.stat()
-        digest.update(f"{jar}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}:{stat.st_ctime_ns}\n".encode())
+        digest.update(f"{jar}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:16]
 
 
@@ -76,84 +67,44 @@ def jvm_options() -> str:
     ``DELTAOPT_JVM_ARCHIVE=off`` (to measure a run without it)."""
     if os.environ.get(SWITCH) == "off":
         return ""
-    try:
-        archive = archive_path()
-    except ImportError:  # an environment without PySpark (the extra not installed): no JVM to give it to
-        return ""
+    archive = archive_path()
     return f"{TOLERANT} -XX:SharedArchiveFile={archive} {SILENT}" if archive.is_file() else ""
 
 
 def build() -> Path | None:
-    """Makes this environment's archive unless it exists and the JVM maps it: one training driver, its output
-    in a log beside the archive, written to a temporary name and moved into place only when the driver ended
-    well and a JVM maps the result (archives made from other jars, and partial ones, are removed). Returns its
-    path, or None when this JDK cannot or training failed: the run then goes on without one, which only makes
-    it slower, and says so in one line."""
+    """Makes this environment's archive unless it exists: one training driver, its output in a log beside the
+    archive, written to a temporary name and moved into place only when the driver ended well (archives made
+    from other jars are removed). Returns its path, or None when this JDK cannot or training failed: the run
+    then goes on without one, which only makes it slower, and says so in one line."""
     archive = archive_path()
-    if archive.is_file() and _maps(archive):
+    if archive.is_file():
         return archive
     archive.parent.mkdir(parents=True, exist_ok=True)
-    for stale in (*archive.parent.glob("*.jsa"), *archive.parent.glob("*.partial"), *archive.parent.glob("*.log")):
-        stale.unlink()
     partial = archive.with_suffix(f".{os.getpid()}.partial")
     options = f"{TOLERANT} -XX:ArchiveClassesAtExit={partial} {SILENT}"
     env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {options}".strip()}
     log = archive.with_suffix(".log")
     with tempfile.TemporaryDirectory(prefix="deltaopt-jvm-archive-") as work, open(log, "w") as output:
         command = [sys.executable, "-m", "tests.jvm_archive", "--train", work]
-        # a session of its own: on a timeout the training driver's JVM goes with it
-        trainer = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            status = trainer.wait(timeout=TRAINING_SECONDS)
-        except subprocess.TimeoutExpired:
-            os.killpg(trainer.pid, signal.SIGKILL)
-            status = trainer.wait()
-    if status != 0 or not partial.is_file() or not _maps(partial):
+        done = subprocess.run(command, env=env, stdout=output, stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)
-        print(f"JVM class-data archive not made (training exit {status}; see {log})", file=sys.stderr)
+        print(f"JVM class-data archive not made (training exit {done.returncode}; see {log})", file=sys.stderr)
         return None
+    for old in archive.parent.glob("*.jsa"):
+        old.unlink()
     partial.replace(archive)
     return archive
 
 
-def _maps(archive: Path) -> bool:
-    """Whether a driver started as the tests' drivers are maps `archive` (``-Xshare:on`` makes a JVM that
-    cannot fail instead of going on without it: another JDK build, a file cut short)."""
-    options = f"-Xshare:on -XX:SharedArchiveFile={archive} {SILENT}"
-    submit = _spark_home() / "bin" / "spark-submit"
-    env = {**os.environ, "SPARK_SUBMIT_OPTS": options}
-    try:
-        done = subprocess.run([str(submit), "--version"], env=env, capture_output=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
 def train(work: Path) -> None:
-    """What the tests' drivers do, once, in a driver that then exits normally so that it writes the archive; a
-    failure kills it instead (no archive, no driver left behind)."""
+    """What the tests' drivers do, once: deltaopt's optimize through Delta's transaction, Delta's OPTIMIZE with
+    ZORDER and on a liquid table, DML on a table with deletion vectors and row tracking, reads with filters."""
+    from optimizer.cli.main import main as cli
     from optimizer.config import SparkSettings
     from optimizer.runtime import build_session
 
     spark = build_session(SparkSettings(master="local[2]", shuffle_partitions=4))
-    jvm = spark.sparkContext._gateway.proc  # the driver writes the archive as it exits, after this process would
-    try:
-        _drive(spark, work)
-    except BaseException:
-        jvm.kill()
-        jvm.wait()
-        raise
-    spark.stop()
-    jvm.stdin.close()  # PySpark's gateway exits (normally, so the archive is written) when its stdin closes
-    if jvm.wait(timeout=TRAINING_SECONDS) != 0:
-        raise SystemExit("the training driver did not exit cleanly")
-
-
-def _drive(spark: Any, work: Path) -> None:
-    """deltaopt's optimize through Delta's transaction, Delta's OPTIMIZE with ZORDER and on a liquid table, DML
-    on a table with deletion vectors and row tracking, reads with filters."""
-    from optimizer.cli.main import main as cli
-
     plain, liquid = str(work / "plain"), str(work / "liquid")
     rows = spark.range(2000).selectExpr("id", "id % 7 AS k", "CAST(id AS STRING) AS s", "current_timestamp() AS t")
     for _ in range(2):
@@ -177,6 +128,10 @@ def _drive(spark: Any, work: Path) -> None:
     spark.sql(f"OPTIMIZE delta.`{liquid}`").collect()
     spark.read.format("delta").load(liquid).where("k = 5 AND id > 10").count()
     spark.sql(f"DESCRIBE HISTORY delta.`{plain}`").collect()
+    jvm = spark.sparkContext._gateway.proc  # the driver writes the archive as it exits, after this process would
+    spark.stop()
+    jvm.stdin.close()  # PySpark's gateway exits (normally, so the archive is written) when its stdin closes
+    jvm.wait(timeout=600)
 
 
 if __name__ == "__main__":
