@@ -21,7 +21,6 @@ demo: $(INSTALLED)
 
 # The default suite on the default pair (README's "Tests": its time per directory, from tests/timing.py)
 test: $(INSTALLED)
-	$(BIN)/python -m tests.jvm_archive  # the JVMs' class-data archive, made once per environment (tests/jvm_archive.py)
 	$(BIN)/pytest
 
 # Before a merge: the default suite, then the smoke suite on the oldest supported pair (Spark 3.5 + Delta 3.2)
@@ -29,7 +28,6 @@ check: test
 	$(PYTHON) -m tests.matrix --pair spark-3.5.9-delta-3.2.1
 
 test-slow: $(INSTALLED)
-	$(BIN)/python -m tests.jvm_archive
 	$(BIN)/pytest -m "slow or thorough"
 
 # The smoke suite on every supported Spark/Delta pair, a venv each under .matrix/ (docs/VERSIONS.md); writes

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.jvm_archive import jvm_options
-
 os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)  # type: ignore[attr-defined]
 # The JVMs the tests start run the same code with two flags that suit them on 2 cores (spark-submit adds
 # SPARK_SUBMIT_OPTS to a driver's command; the drivers the CLI, service and crash tests start inherit it):
@@ -19,9 +17,7 @@ os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)  # type: ignore[attr-
 #   C2's compiler threads (as `tests.clusters.servers.QUICK_JIT`; the two kill -9 tests went from 13.7 and
 #   11.6 s to 11.2 and 9.4 s in two idle full runs). The run's own session (`MAIN_JVM_OPTIONS`)
 #   lives for the whole run and keeps C2: C1 alone made it 1.38x slower.
-# Every JVM also maps Spark's and Delta's classes from the environment's class-data archive where `make test` made
-# one (`tests.jvm_archive`: 430 s -> 344 s over the CLI, service, crash and cluster modules, paired runs).
-MAIN_JVM_OPTIONS = f"-XX:+UseParallelGC {jvm_options()}".strip()
+MAIN_JVM_OPTIONS = "-XX:+UseParallelGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{MAIN_JVM_OPTIONS} -XX:TieredStopAtLevel=1")
 
 

@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pyspark
 
-from tests.jvm_archive import jvm_options
-
 SPARK_HOME = os.path.dirname(pyspark.__file__)
 # The JIT of the JVMs the cluster tests start: C1 only. Each runs seconds of work on small tables, where C2's
 # compiler threads cost more CPU than their code saves (measured on 2 cores: one `deltaopt optimize` of a
@@ -28,9 +26,8 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 def process_env(**extra: str) -> dict[str, str]:
     """The environment of a process the cluster tests start: the run's with `extra`, its JVMs (and theirs:
-    a worker's executors) compiling with C1 only (`QUICK_JIT`) and mapping the run's class-data archive
-    (`tests.jvm_archive`)."""
-    options = " ".join(filter(None, [os.environ.get("JAVA_TOOL_OPTIONS"), QUICK_JIT, jvm_options()]))
+    a worker's executors) compiling with C1 only (`QUICK_JIT`)."""
+    options = " ".join(filter(None, [os.environ.get("JAVA_TOOL_OPTIONS"), QUICK_JIT]))
     return {**os.environ, "JAVA_TOOL_OPTIONS": options, **extra}
 
 
