@@ -102,7 +102,7 @@ def _check(spark: Any, texts: list[str], rows: list[dict[str, Any]]) -> None:
     canonical text; or pruning reads the query itself by no conjunct in that grammar: it reads a query by its
     `SAFE_PASSES` conjuncts, never by the canonical text (``NOT (d IN ('2024-03-01 '))``: Spark compares the
     list as text without ANSI, its canonical ``NOT d = '2024-03-01 '`` as a date; pruning keeps the list, which
-    it does not read)."""
+    it does not read: tests/skipping/test_lists_as_spark_types_them.py keeps such a file)."""
     frame = _frame(spark, rows)
     pairs = [(text, _joined(_canonical(text))) for text in texts]
     for ansi in (False, True):
