@@ -169,19 +169,6 @@ def _true_rows(spark: Any, text: str, ansi: bool) -> set[int]:
     return {k for k, value in found if value is True}
 
 
-def _true_rows_of(spark: Any, texts: list[str], ansi: bool) -> dict[str, set[int]]:
-    """`_true_rows` of each text, in one query where the mode runs them all, else halves of the list until a
-    text runs alone or fails alone: a query Spark runs gives each column what it gives that column alone, so a
-    list of 30 predicates costs a query or a few per mode instead of one per predicate."""
-    found = _values(spark, texts, ansi)
-    if found is not None:
-        return {text: {row[0] for row in found if row[1 + i] is True} for i, text in enumerate(texts)}
-    if len(texts) == 1:
-        return {texts[0]: _true_rows(spark, texts[0], ansi)}
-    half = len(texts) // 2
-    return {**_true_rows_of(spark, texts[:half], ansi), **_true_rows_of(spark, texts[half:], ansi)}
-
-
 def _agreeing_conjuncts(text: str) -> list[str]:
     """The conjuncts pruning reads `text` as (`SAFE_PASSES`) whose bits and ranges it uses, as deltaopt's
     session renders a feature of that text for Spark."""
@@ -203,8 +190,6 @@ def _check(spark: Any, texts: list[str]) -> None:
     if not pairs:
         return
     computed = _values(spark, [f"COALESCE(({c}), FALSE)" for _, c in pairs], ansi=False)
-    texts = list(dict.fromkeys(text for text, _ in pairs))
-    truths = {ansi: _true_rows_of(spark, texts, ansi) for ansi in (False, True)}
     for n, (text, conjunct) in enumerate(pairs):
         if computed is None:
             rows = _values(spark, [f"COALESCE(({conjunct}), FALSE)"], ansi=False)
@@ -214,7 +199,7 @@ def _check(spark: Any, texts: list[str]) -> None:
         else:
             bits = {row[0] for row in computed if row[1 + n] is True}
         for ansi in (False, True):
-            lost = truths[ansi][text] - bits
+            lost = _true_rows(spark, text, ansi) - bits
             assert not lost, f"ANSI {ansi}: {text!r} is TRUE on rows {sorted(lost)}, its conjunct {conjunct!r} not"
 
 
@@ -262,6 +247,6 @@ def _generated(examples: int) -> Any:
     return check
 
 
-# Every run draws 60 predicates (a few Spark queries per mode an example of 30); the slow tier draws 1,200.
+# Every run draws 60 predicates (about 15 s an example of 30 here); the slow tier draws 1,200.
 test_generated_predicates_agree_where_the_grammar_says = _generated(2)
 test_generated_predicates_agree_where_the_grammar_says_at_length = pytest.mark.slow(_generated(40))
