@@ -119,11 +119,11 @@ def _check(spark: Any, texts: list[str], rows: list[dict[str, Any]]) -> None:
 
 
 def _pruned(text: str) -> list[str]:
-    """The conjuncts pruning reads `text` by (`skipping.pruning.prepare`)."""
-    from querylog.predicates.normalize import SAFE_PASSES, normalize_conjuncts, sql
-    from querylog.predicates.parse import parse_condition
+    """The conjuncts pruning reads `text` by: `prepare`'s own."""
+    from optimizer.skipping.pruning import prepare
+    from querylog.predicates.normalize import sql
 
-    return [sql(c) for c in normalize_conjuncts(parse_condition(text), passes=SAFE_PASSES)]
+    return [sql(c) for c in prepare(text).conjuncts]
 
 
 def _unused(conjuncts: list[str]) -> bool:
