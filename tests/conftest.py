@@ -1,4 +1,5 @@
-"""Shared fixtures. One SparkSession for the whole run: JVM start-up dominates (docs/ARCHITECTURE.md)."""
+"""Shared fixtures. One SparkSession per test process (`make test` runs two: Makefile): JVM start-up dominates
+(docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,20 @@ MAIN_JVM_OPTIONS = "-XX:+UseParallelGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{MAIN_JVM_OPTIONS} -XX:TieredStopAtLevel=1")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """With `make test`'s workers (pytest-xdist), Delta's jars are fetched once, here in the controller, before
+    the workers start their sessions: two JVMs resolving into one Ivy cache at once, with no lock between them,
+    could overwrite each other's files. `make install` has normally cached them, and then this only looks."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        from optimizer import delta_jars
+        from optimizer.errors import SparkRuntimeError
+
+        try:
+            delta_jars.fetch()
+        except SparkRuntimeError as err:  # the workers' sessions report it as a run without them does
+            config.issue_config_time_warning(pytest.PytestConfigWarning(str(err)), stacklevel=2)
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects, so `-m 'not thorough'` sees the mark
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks the tests in tests/thorough.txt `thorough`: the default run covers each of their lines with a
@@ -35,7 +50,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from optimizer.config import SparkSettings
     from optimizer.runtime import build_session
 
@@ -45,7 +60,10 @@ def spark() -> Iterator[object]:
     # few thousand rows that compile costs more than the rows (measured: 0.92x wall on the table-features,
     # optimize and liquid-tick tests, paired runs). Spark then runs the same plans expression by expression;
     # every result is the same, and deltaopt's own code is exercised exactly as before.
+    # Tables created by name (CREATE SCHEMA / TABLE without a location) go to the run's own directory, not the
+    # checkout's spark-warehouse/, which another run or `make test`'s other worker (Makefile) would share.
     tuned = {"spark.databricks.delta.snapshotPartitions": "2", "spark.sql.codegen.wholeStage": "false"}
+    tuned["spark.sql.warehouse.dir"] = str(tmp_path_factory.mktemp("warehouse"))
     settings = SparkSettings(master="local[2]", shuffle_partitions=4, app_name="deltaopt-tests", conf=tuned)
     with pytest.MonkeyPatch.context() as env:  # the JVM keeps what it saw at its start
         env.setenv("SPARK_SUBMIT_OPTS", MAIN_JVM_OPTIONS)

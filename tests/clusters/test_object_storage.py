@@ -168,7 +168,7 @@ def refusals(
 ) -> Iterator[dict[str, Refusal]]:
     """The selected cases' commands (by scheme), started together: their driver JVMs boot side by side on
     the two cores instead of one after the other. Each case's test waits for its own and checks it."""
-    items = request.session.items
+    items = request.session.items  # under `make test`'s workers, every module's tests go to one (--dist loadfile)
     selected = {i.callspec.params["scheme"] for i in items if getattr(i, "originalname", "") == REFUSED_TEST}
     started = {
         scheme: start_refusal(s3, events, (scheme, key), tmp_path_factory.mktemp(f"refused-{scheme}"))
