@@ -67,17 +67,46 @@ def _stop(process: subprocess.Popen, graceful: bool) -> None:
 
 
 def _wait(process: subprocess.Popen, port: int, log_file: Path, timeout: float) -> None:
+    """Returns once `process` listens on `port`. A listener that is not `process` is another program that took
+    the port between `free_port` and the server's start (two test workers start many): that fails at once,
+    where a Spark master would have moved to the next port and its clients hung on this one."""
     import pytest
 
+    name = " ".join(process.args[:3])
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             break
         with socket.socket() as client:
             if client.connect_ex(("127.0.0.1", port)) == 0:
-                return
+                if _listens(process.pid, port) is not False:
+                    return
+                pytest.fail(f"port {port} is held by another process, not {name}: pick another (free_port)")
         time.sleep(0.1)
-    pytest.fail(f"{' '.join(process.args[:3])} did not start: {log_file.read_text()[-3000:]}")
+    pytest.fail(f"{name} did not start: {log_file.read_text()[-3000:]}")
+
+
+def _listens(pid: int, port: int) -> bool | None:
+    """Whether process `pid` holds a socket listening on `port` (Linux's /proc: the listening sockets' inodes
+    among the process's open files); None where /proc does not tell."""
+    inodes = set()
+    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
+    if not any(table.exists() for table in tables):
+        return None
+    for table in filter(Path.exists, tables):
+        for line in table.read_text().splitlines()[1:]:
+            fields = line.split()
+            listening = fields[3] == "0A"  # TCP_LISTEN
+            if listening and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    descriptors = Path(f"/proc/{pid}/fd")
+    for descriptor in descriptors.iterdir() if descriptors.exists() else ():
+        try:
+            if os.readlink(descriptor) in inodes:
+                return True
+        except OSError:  # closed while we looked
+            continue
+    return False
 
 
 def spark_class(name: str, *args: str) -> list[str]:
