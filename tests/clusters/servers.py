@@ -89,11 +89,11 @@ def _wait(process: subprocess.Popen, port: int, log_file: Path, timeout: float) 
 def _listens(pid: int, port: int) -> bool | None:
     """Whether process `pid` holds a socket listening on `port` (Linux's /proc: the listening sockets' inodes
     among the process's open files); None where /proc does not tell."""
-    inodes = set()
-    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
-    if not any(table.exists() for table in tables):
+    tables = [table for table in (Path("/proc/net/tcp"), Path("/proc/net/tcp6")) if table.exists()]
+    if not tables:
         return None
-    for table in filter(Path.exists, tables):
+    inodes = set()
+    for table in tables:
         for line in table.read_text().splitlines()[1:]:
             fields = line.split()
             listening = fields[3] == "0A"  # TCP_LISTEN
