@@ -487,6 +487,12 @@ def evaluate_tree(node: Any, row: dict[str, Any]) -> Any:
         items = [evaluate_tree(v, row) for v in node.expressions]
         if value is None:
             return None
+        if (
+            not row.get(ANSI, True)
+            and _is_float_column(node.this)
+            and all(_is_integer(v) or isinstance(v, exp.Null) for v in node.expressions)
+        ):
+            items = [_in_float32(v) for v in items]  # a list of integers meets a FLOAT column in float32 too
         as_text = not row.get(ANSI, True) and isinstance(value, dt.date) and any(isinstance(v, str) for v in items)
         if as_text:  # without ANSI Spark compares a date with a list of strings as text
             items = [v.isoformat() if isinstance(v, dt.date) else v for v in items]
