@@ -20,7 +20,10 @@ classes under the organisation's package). Resolution already excludes the modul
 of PySpark's carries (`spark_modules`); the cached-jar list leaves out the rest (older caches, pom-less jars).
 
 ``make install`` runs ``python -m optimizer.delta_jars`` once; a session started before that resolves
-on its first start instead. docs/DELTA-SPARK.md has the recipe and the facts it rests on.
+on its first start instead (unlocked: that session's own Ivy resolves). A fetch holds the cache's lock
+(`optimizer.cache_lock`): two fetches at once (a user's `make install` beside a first s3:// session, a test
+run's workers) resolve once, and the connector's cache is read only whole (`resolved` marks it so).
+docs/DELTA-SPARK.md has the recipe and the facts it rests on.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from optimizer.cache_lock import locked
 from optimizer.errors import SparkRuntimeError
 
 # PySpark's minor release -> the Delta release fetched for it, and the Delta lines that pair with it
@@ -290,10 +294,12 @@ def store_home(store: str) -> Path:
 
 
 def cached_store_jars(store: str) -> list[Path] | None:
-    """The cached connector jars for `store` ("s3a"), or None when they have not been fetched."""
+    """The cached connector jars for `store` ("s3a"), or None when a fetch has not completed: the ``resolved``
+    file, written after Ivy has retrieved every jar, tells a whole cache from one whose fetch was stopped."""
     directory = store_home(store) / "jars"
     connector = directory / f"org.apache.hadoop_hadoop-aws-{hadoop_version()}.jar"
-    return without_spark_modules(directory.glob("*.jar")) if connector.is_file() else None
+    whole = connector.is_file() and (store_home(store) / "resolved").is_file()
+    return without_spark_modules(directory.glob("*.jar")) if whole else None
 
 
 def store_conf(store: str) -> dict[str, str]:
@@ -302,7 +308,8 @@ def store_conf(store: str) -> dict[str, str]:
     coordinates when Maven Central does not serve them."""
     if store not in STORES:
         raise SparkRuntimeError(f"no connector is known for the {store}:// store; put it on spark.jars")
-    jars = cached_store_jars(store)
+    with locked(store_home(store), exclusive=False):
+        jars = cached_store_jars(store)
     if jars is None:
         import subprocess
 
@@ -312,25 +319,29 @@ def store_conf(store: str) -> dict[str, str]:
             text=True,
             check=False,
         )
-        jars = cached_store_jars(store)
+        with locked(store_home(store), exclusive=False):
+            jars = cached_store_jars(store)
         if jars is None:
             raise SparkRuntimeError(f"could not fetch the {store} connector: {done.stderr.strip()[-500:]}")
     return {"spark.jars": ",".join(str(p) for p in jars)}
 
 
 def fetch_store(store: str) -> list[Path]:
-    """Resolve the connector of `store` into its cache by starting (and stopping) a small local Spark."""
-    found = cached_store_jars(store)
-    if found is not None:
-        return found
-    packages, excludes = store_modules(store)
-    conf = {
-        "spark.jars.packages": ",".join(packages),
-        "spark.jars.excludes": ",".join(excludes),
-        "spark.jars.ivy": str(store_home(store)),
-    }
-    _resolve(conf, f"the {store} connector")
-    found = cached_store_jars(store)
+    """Resolve the connector of `store` into its cache by starting (and stopping) a small local Spark; a
+    process already resolving it is waited for, and its jars taken."""
+    with locked(store_home(store), exclusive=True):
+        found = cached_store_jars(store)
+        if found is not None:
+            return found
+        packages, excludes = store_modules(store)
+        conf = {
+            "spark.jars.packages": ",".join(packages),
+            "spark.jars.excludes": ",".join(excludes),
+            "spark.jars.ivy": str(store_home(store)),
+        }
+        _resolve(conf, f"the {store} connector")
+        (store_home(store) / "resolved").write_text(conf["spark.jars.packages"] + "\n")
+        found = cached_store_jars(store)
     if found is None:
         raise SparkRuntimeError(f"Spark started but the {store} connector is not in {store_home(store) / 'jars'}")
     return found
@@ -351,15 +362,17 @@ def _resolve(conf: dict[str, str], what: str) -> None:
 
 
 def fetch() -> list[Path]:
-    """Resolve the jars into the cache by starting (and stopping) a small local Spark; returns them.
+    """Resolve the jars into the cache by starting (and stopping) a small local Spark; returns them. A
+    process already resolving them is waited for, and its jars taken.
 
     Raises `SparkRuntimeError` when Maven Central does not serve them (the message names the coordinates).
     """
-    found = cached_jars()
-    if found is not None:
-        return found
-    _resolve(session_conf(), f"{coordinates()} into {delta_home()}")
-    found = cached_jars()
+    with locked(delta_home(), exclusive=True):
+        found = cached_jars()
+        if found is not None:
+            return found
+        _resolve(session_conf(), f"{coordinates()} into {delta_home()}")
+        found = cached_jars()
     if found is None:
         raise SparkRuntimeError(f"Spark started but {coordinates()} is not in {delta_home() / 'jars'}")
     return found

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)  # type: ignore[attr-defined]
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # The JVMs the tests start run the same code with two flags that suit them on 2 cores (spark-submit adds
 # SPARK_SUBMIT_OPTS to a driver's command; the drivers the CLI, service and crash tests start inherit it):
 # - the throughput garbage collector: the heaps are small and short-lived, and G1's concurrent threads compete
@@ -34,6 +37,52 @@ def pytest_configure(config: pytest.Config) -> None:
             delta_jars.fetch()
         except SparkRuntimeError as err:  # the workers' sessions report it as a run without them does
             config.issue_config_time_warning(pytest.PytestConfigWarning(str(err)), stacklevel=2)
+
+
+OBJECT_STORAGE = "tests/clusters/test_object_storage.py"
+STORE_FETCH = pytest.StashKey["subprocess.Popen[bytes]"]()
+STORE_FETCH_SECONDS = 900  # as long as a fetch's lock is waited for (optimizer.cache_lock)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On a clean checkout the object-storage tests would wait the better part of a minute for S3A's jars from
+    Maven Central (`make install` caches Delta's only; a user's first use of s3:// fetches the connector). When
+    they are about to run, one process of the run (the only one, or xdist's first worker) fetches it in the
+    background from the start, beside the other tests; a test that gets there first waits on the cache's lock
+    (`optimizer.cache_lock`) rather than resolving beside it. A failed fetch leaves the tests to fetch and
+    report as before."""
+    config = session.config
+    worker = getattr(config, "workerinput", {}).get("workerid", "gw0")
+    listing = config.option.collectonly or config.option.setuponly or config.option.setupplan
+    if worker != "gw0" or listing or session.testsfailed:
+        return
+    if not any(item.nodeid.startswith(OBJECT_STORAGE) for item in session.items):
+        return
+    from optimizer import delta_jars
+    from optimizer.errors import SparkRuntimeError
+
+    try:
+        cached = delta_jars.cached_store_jars("s3a") is not None
+    except SparkRuntimeError:  # no Hadoop line to fetch for: the tests report it themselves
+        return
+    if not cached:
+        command = [sys.executable, "-m", "optimizer.delta_jars", "--store", "s3a"]
+        quiet = subprocess.DEVNULL
+        config.stash[STORE_FETCH] = subprocess.Popen(command, stdout=quiet, stderr=quiet, start_new_session=True)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The background fetch ends before this process reports its session finished (an xdist worker is stopped
+    soon after): one stuck past the lock's wait is stopped with its JVM (the object-storage tests have failed
+    by then, naming the lock it held)."""
+    fetch = session.config.stash.get(STORE_FETCH, None)
+    if fetch is None:
+        return
+    try:
+        fetch.wait(timeout=STORE_FETCH_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(fetch.pid, signal.SIGKILL)
+        fetch.wait()
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects, so `-m 'not thorough'` sees the mark

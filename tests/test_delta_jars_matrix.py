@@ -175,4 +175,72 @@ def test_the_connector_jars_leave_out_modules_pyspark_ships(spark_jars, tmp_path
     needed += ["software.amazon.awssdk_annotations-2.35.4.jar"]
     for name in [*needed, "org.apache.httpcomponents_httpclient-4.5.13.jar"]:
         jar(directory / name)
+    (delta_jars.store_home("s3a") / "resolved").write_text("")
     assert [p.name for p in delta_jars.cached_store_jars("s3a") or []] == sorted(needed)
+
+
+def test_a_connector_cache_whose_fetch_was_stopped_is_not_taken(monkeypatch, tmp_path):
+    """Ivy retrieves jar by jar: a fetch stopped halfway (Ctrl-C; its JVM may go on alone) leaves the
+    connector without the SDK, which would fail later with a missing class. Only a fetch that completed
+    marks the cache whole."""
+    conf = fetched_store("3.4.1", monkeypatch, tmp_path)  # completes: the marker is written
+    assert delta_jars.cached_store_jars("s3a") is not None
+    (delta_jars.store_home("s3a") / "resolved").unlink()
+    assert delta_jars.cached_store_jars("s3a") is None
+    assert (delta_jars.store_home("s3a") / "jars" / "org.apache.hadoop_hadoop-aws-3.4.1.jar").is_file()
+    assert conf["spark.jars.ivy"] == str(delta_jars.store_home("s3a"))
+
+
+def test_a_fetch_and_a_reader_wait_for_a_resolution_in_progress_and_take_its_jars(monkeypatch, tmp_path):
+    """Ivy has no lock: a second process resolving the same connector would write the same files, and one
+    reading the cache mid-retrieval would take the connector without the SDK. Both wait for the lock (held
+    here as another process would hold it: flock is per open file) and then use what the first retrieved."""
+    import subprocess
+    import threading
+
+    from optimizer.cache_lock import locked
+
+    monkeypatch.setenv(delta_jars.JARS_ENV, str(tmp_path / "ivy"))
+    monkeypatch.setattr(delta_jars, "hadoop_version", lambda: "3.4.1")
+    monkeypatch.setattr(delta_jars, "spark_jars_dir", lambda: tmp_path / "no-jars", raising=False)
+    resolved: list[object] = []
+    monkeypatch.setattr(delta_jars, "_resolve", lambda conf, what: resolved.append(conf))
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: resolved.append(a) or subprocess.CompletedProcess(a, 1))
+    home = delta_jars.store_home("s3a")
+    results: dict[str, object] = {}
+    calls = {"fetch": lambda: delta_jars.fetch_store("s3a"), "read": lambda: delta_jars.store_conf("s3a")}
+    threads = [threading.Thread(target=lambda n=n, c=c: results.update({n: c()})) for n, c in calls.items()]
+    with locked(home, exclusive=True):
+        for thread in threads:
+            thread.start()
+        threads[0].join(0.5)
+        assert [t.is_alive() for t in threads] == [True, True] and results == {}
+        connector = jar(home / "jars" / "org.apache.hadoop_hadoop-aws-3.4.1.jar")
+        sdk = jar(home / "jars" / "software.amazon.awssdk_s3-2.29.52.jar")
+        (home / "resolved").write_text("")
+    for thread in threads:
+        thread.join(10)
+    assert resolved == []
+    assert sorted(results["fetch"]) == [connector, sdk]  # type: ignore[arg-type]
+    assert sorted(results["read"]["spark.jars"].split(",")) == [str(connector), str(sdk)]  # type: ignore[index]
+
+
+def test_a_lock_held_too_long_is_named_and_a_file_system_without_locks_is_used_unlocked(tmp_path, monkeypatch):
+    import fcntl
+
+    from optimizer.cache_lock import locked
+
+    with locked(tmp_path / "cache", exclusive=False):  # shared: readers do not wait for each other
+        with locked(tmp_path / "cache", exclusive=False, wait_seconds=0):
+            pass
+        held = pytest.raises(SparkRuntimeError, match=r"cache\.lock for 0 s while fetching jars into .*cache")
+        with held, locked(tmp_path / "cache", exclusive=True, wait_seconds=0):
+            pass
+
+    def no_flock(handle: int, mode: int) -> None:
+        raise OSError(37, "No locks available")  # ENOLCK: an NFS mount without a lock daemon
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    with locked(tmp_path / "cache", exclusive=True, wait_seconds=0):
+        entered = True
+    assert entered
