@@ -15,6 +15,7 @@ REPORT = """<?xml version="1.0" encoding="utf-8"?>
 <testcase classname="tests.test_cli" name="test_c" time="5.5"/>
 <testcase classname="tests.service.test_service.TestGroup" name="test_d" time="30.0"/>
 <testcase classname="optimizer.table.stats" name="optimizer.table.stats.parse" time="0.5"/>
+<testcase classname="" name="tests.test_broken" time="0.2"><error message="collection failure"/></testcase>
 <testcase classname="tests.service.test_service" name="test_e" time="9.0"><skipped message="no"/></testcase>
 </testsuite></testsuites>
 """
@@ -26,14 +27,14 @@ def test_time_is_summed_per_directory_with_classes_doctests_and_skips_apart(tmp_
     totals, wall = per_directory(report)
     assert totals == {
         "tests/clusters": (2, 60.0),
-        "tests": (1, 5.5),
+        "tests": (2, 5.7),  # with a module that failed to collect, under its own name
         "tests/service": (1, 30.0),  # a test class is not a directory; the skipped test is not counted
         "optimizer (doctests)": (1, 0.5),
     }
     assert wall == 100.5
     rows = table(totals, wall).splitlines()
     assert rows[2] == "| tests/clusters | 2 | 60 | 62% |"  # slowest first
-    assert rows[-2] == "| **all tests** | 5 | 96 (1.6 min) | 100% |"
+    assert rows[-2] == "| **all tests** | 6 | 96 (1.6 min) | 100% |"
     assert rows[-1] == "| **the run, wall clock** | | 100 (1.7 min) | |"
 
 
@@ -56,6 +57,7 @@ def test_seconds_are_summed_per_module_and_written_longest_first(tmp_path: Path)
         "tests/clusters/test_standalone.py": 40.0,
         "tests/clusters/test_catalog.py": 20.0,
         "tests/test_cli.py": 5.5,
+        "tests/test_broken.py": 0.2,
         "tests/service/test_service.py": 30.0,  # the class's test; the skipped one is not counted
         "optimizer/table/stats.py": 0.5,
     }
@@ -65,6 +67,8 @@ def test_seconds_are_summed_per_module_and_written_longest_first(tmp_path: Path)
     assert rows[:2] == ["40.0 tests/clusters/test_standalone.py", "30.0 tests/service/test_service.py"]
     assert read_durations(written) == seconds
     assert read_durations(tmp_path / "missing.txt") == {}
+    written.write_text(written.read_text() + "<<<<<<< HEAD\n12 \n")  # a conflict marker orders nothing
+    assert read_durations(written) == seconds
 
 
 def test_modules_run_longest_first_unknown_ones_before_them_each_in_its_own_order():

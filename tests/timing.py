@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import xml.etree.ElementTree as ElementTree
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +43,10 @@ def module_of(case: ElementTree.Element) -> str:
     the dotted class name (``tests.service.test_service.TestGroup`` -> ``tests/service/test_service.py``;
     a doctest's ``optimizer.table.stats`` -> ``optimizer/table/stats.py``)."""
     file = case.get("file")
-    return Path(file).as_posix() if file else node_id(case.get("classname", ""), "").split("::")[0]
+    if file:
+        return Path(file).as_posix()
+    # a module that failed to collect is reported with no class name, under its dotted name
+    return node_id(case.get("classname") or case.get("name", ""), "").split("::")[0]
 
 
 def directory_of(module: str) -> str:
@@ -85,11 +89,16 @@ def durations_text(seconds: Mapping[str, float]) -> str:
 
 
 def read_durations(path: Path = DURATIONS) -> dict[str, float]:
-    """The modules' seconds `durations_text` wrote; none when the file is missing."""
+    """The modules' seconds `durations_text` wrote; none when the file is missing. A line that is not
+    ``seconds module`` is passed over: the order is a speed-up, never a reason for a run to fail."""
     if not path.is_file():
         return {}
-    rows = (line.split(maxsplit=1) for line in path.read_text().splitlines() if line and not line.startswith("#"))
-    return {module.strip(): float(s) for s, module in rows}
+    seconds = {}
+    for line in path.read_text().splitlines():
+        match = re.fullmatch(r"(\d+(?:\.\d+)?) (\S+)", line.strip())
+        if match:
+            seconds[match[2]] = float(match[1])
+    return seconds
 
 
 def longest_first(items: Sequence[T], module: Callable[[T], str], seconds: Mapping[str, float]) -> list[T]:
