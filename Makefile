@@ -21,11 +21,10 @@ demo: $(INSTALLED)
 
 # The default suite on the default pair (README's "Tests": its time per directory, from tests/timing.py), two
 # modules at a time: pytest-xdist runs each module's tests in one worker process, with its own SparkSession,
-# so module and session fixtures work as in one process. The workers take the longest modules first
-# (tests/durations.txt), an order xdist keeps with --no-loadscope-reorder. WORKERS=0 runs it in this process.
+# so module and session fixtures work as in one process. WORKERS=0 runs it in this process.
 WORKERS ?= 2
 test: $(INSTALLED)
-	$(BIN)/pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile
 
 # Before a merge: the default suite, then the smoke suite on the oldest supported pair (Spark 3.5 + Delta 3.2)
 check: test

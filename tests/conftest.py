@@ -86,21 +86,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects, so `-m 'not thorough'` sees the mark
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks the tests in tests/thorough.txt `thorough`: the default run covers each of their lines with a
     cheaper test (`python -m tests.tiers`); `make test-slow` runs them. A test pinned since (`every_change`)
-    stays in the default run. In `make test`'s workers, the longest modules come first (tests/durations.txt,
-    `tests.timing.longest_first`); every worker collects the same order, and the Makefile tells xdist to keep it."""
+    stays in the default run."""
     from tests.tiers import listed
 
     thorough = listed()
     for item in items:
         if item.nodeid in thorough and not item.get_closest_marker("every_change"):
             item.add_marker(pytest.mark.thorough)
-    if hasattr(config, "workerinput"):
-        from tests.timing import longest_first, read_durations
-
-        items[:] = longest_first(items, lambda item: item.nodeid.split("::")[0], read_durations())
 
 
 @pytest.fixture(scope="session")

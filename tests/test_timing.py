@@ -45,35 +45,3 @@ def test_the_table_replaces_what_is_between_the_markers_and_nothing_else():
     assert with_table(text, "| new |") == "# Tests\nrun it:\n<!-- timing -->\n| new |\n<!-- /timing -->\nafter\n"
     with pytest.raises(SystemExit, match="needs one"):
         with_table("no markers\n", "| new |")
-
-
-def test_seconds_are_summed_per_module_and_written_longest_first(tmp_path: Path):
-    from tests.timing import durations_text, per_module, read_durations
-
-    report = tmp_path / "junit.xml"
-    report.write_text(REPORT)
-    seconds = per_module(report)
-    assert seconds == {
-        "tests/clusters/test_standalone.py": 40.0,
-        "tests/clusters/test_catalog.py": 20.0,
-        "tests/test_cli.py": 5.5,
-        "tests/test_broken.py": 0.2,
-        "tests/service/test_service.py": 30.0,  # the class's test; the skipped one is not counted
-        "optimizer/table/stats.py": 0.5,
-    }
-    written = tmp_path / "durations.txt"
-    written.write_text(durations_text(seconds))
-    rows = [line for line in written.read_text().splitlines() if not line.startswith("#")]
-    assert rows[:2] == ["40.0 tests/clusters/test_standalone.py", "30.0 tests/service/test_service.py"]
-    assert read_durations(written) == seconds
-    assert read_durations(tmp_path / "missing.txt") == {}
-    written.write_text(written.read_text() + "<<<<<<< HEAD\n12 \n")  # a conflict marker orders nothing
-    assert read_durations(written) == seconds
-
-
-def test_modules_run_longest_first_unknown_ones_before_them_each_in_its_own_order():
-    from tests.timing import longest_first
-
-    items = ["a.py::1", "a.py::2", "b.py::1", "c.py::1", "c.py::2", "new.py::1", "b.py::2"]
-    ordered = longest_first(items, lambda item: item.split("::")[0], {"a.py": 1.0, "b.py": 9.0, "c.py": 5.0})
-    assert ordered == ["new.py::1", "b.py::1", "b.py::2", "c.py::1", "c.py::2", "a.py::1", "a.py::2"]
