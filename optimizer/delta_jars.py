@@ -22,7 +22,7 @@ of PySpark's carries (`spark_modules`); the cached-jar list leaves out the rest 
 ``make install`` runs ``python -m optimizer.delta_jars`` once; a session started before that resolves
 on its first start instead (unlocked: that session's own Ivy resolves). A fetch holds the cache's lock
 (`optimizer.cache_lock`): two fetches at once (a user's `make install` beside a first s3:// session, a test
-run's workers) resolve once, and the connector's cache is read only whole (`resolved` marks it so).
+run's workers) resolve once, and the connector's cache is read only whole (`cached_store_jars`).
 docs/DELTA-SPARK.md has the recipe and the facts it rests on.
 """
 
@@ -294,11 +294,12 @@ def store_home(store: str) -> Path:
 
 
 def cached_store_jars(store: str) -> list[Path] | None:
-    """The cached connector jars for `store` ("s3a"), or None when a fetch has not completed: the ``resolved``
-    file, written after Ivy has retrieved every jar, tells a whole cache from one whose fetch was stopped."""
+    """The cached connector jars for `store` ("s3a"), or None when they have not been fetched or a fetch did
+    not complete: a ``resolving`` file, there from a fetch's start until Ivy has retrieved every jar, tells a
+    cache whose fetch was stopped halfway (a cache fetched before there was one has none: it was whole)."""
     directory = store_home(store) / "jars"
     connector = directory / f"org.apache.hadoop_hadoop-aws-{hadoop_version()}.jar"
-    whole = connector.is_file() and (store_home(store) / "resolved").is_file()
+    whole = connector.is_file() and not (store_home(store) / "resolving").exists()
     return without_spark_modules(directory.glob("*.jar")) if whole else None
 
 
@@ -339,8 +340,11 @@ def fetch_store(store: str) -> list[Path]:
             "spark.jars.excludes": ",".join(excludes),
             "spark.jars.ivy": str(store_home(store)),
         }
+        resolving = store_home(store) / "resolving"
+        resolving.parent.mkdir(parents=True, exist_ok=True)
+        resolving.write_text(conf["spark.jars.packages"] + "\n")
         _resolve(conf, f"the {store} connector")
-        (store_home(store) / "resolved").write_text(conf["spark.jars.packages"] + "\n")
+        resolving.unlink()
         found = cached_store_jars(store)
     if found is None:
         raise SparkRuntimeError(f"Spark started but the {store} connector is not in {store_home(store) / 'jars'}")

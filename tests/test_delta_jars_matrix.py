@@ -175,20 +175,29 @@ def test_the_connector_jars_leave_out_modules_pyspark_ships(spark_jars, tmp_path
     needed += ["software.amazon.awssdk_annotations-2.35.4.jar"]
     for name in [*needed, "org.apache.httpcomponents_httpclient-4.5.13.jar"]:
         jar(directory / name)
-    (delta_jars.store_home("s3a") / "resolved").write_text("")
     assert [p.name for p in delta_jars.cached_store_jars("s3a") or []] == sorted(needed)
 
 
 def test_a_connector_cache_whose_fetch_was_stopped_is_not_taken(monkeypatch, tmp_path):
     """Ivy retrieves jar by jar: a fetch stopped halfway (Ctrl-C; its JVM may go on alone) leaves the
-    connector without the SDK, which would fail later with a missing class. Only a fetch that completed
-    marks the cache whole."""
-    conf = fetched_store("3.4.1", monkeypatch, tmp_path)  # completes: the marker is written
-    assert delta_jars.cached_store_jars("s3a") is not None
-    (delta_jars.store_home("s3a") / "resolved").unlink()
+    connector without the SDK, which would fail later with a missing class. A fetch is marked from its start
+    until it completes."""
+    monkeypatch.setenv(delta_jars.JARS_ENV, str(tmp_path / "ivy"))
+    monkeypatch.setattr(delta_jars, "hadoop_version", lambda: "3.4.1")
+    home = delta_jars.store_home("s3a")  # under tmp_path: only after the two lines above
+    assert home.is_relative_to(tmp_path)
+
+    def stopped(conf: dict[str, str], what: str) -> None:
+        jar(home / "jars" / "org.apache.hadoop_hadoop-aws-3.4.1.jar")  # the connector, then no SDK
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(delta_jars, "_resolve", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        delta_jars.fetch_store("s3a")
+    assert (home / "jars" / "org.apache.hadoop_hadoop-aws-3.4.1.jar").is_file()
     assert delta_jars.cached_store_jars("s3a") is None
-    assert (delta_jars.store_home("s3a") / "jars" / "org.apache.hadoop_hadoop-aws-3.4.1.jar").is_file()
-    assert conf["spark.jars.ivy"] == str(delta_jars.store_home("s3a"))
+    fetched_store("3.4.1", monkeypatch, tmp_path)  # the next fetch resolves again and completes
+    assert delta_jars.cached_store_jars("s3a") is not None
 
 
 def test_a_fetch_and_a_reader_wait_for_a_resolution_in_progress_and_take_its_jars(monkeypatch, tmp_path):
@@ -207,6 +216,7 @@ def test_a_fetch_and_a_reader_wait_for_a_resolution_in_progress_and_take_its_jar
     monkeypatch.setattr(delta_jars, "_resolve", lambda conf, what: resolved.append(conf))
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: resolved.append(a) or subprocess.CompletedProcess(a, 1))
     home = delta_jars.store_home("s3a")
+    assert home.is_relative_to(tmp_path)
     results: dict[str, object] = {}
     calls = {"fetch": lambda: delta_jars.fetch_store("s3a"), "read": lambda: delta_jars.store_conf("s3a")}
     threads = [threading.Thread(target=lambda n=n, c=c: results.update({n: c()})) for n, c in calls.items()]
@@ -217,7 +227,6 @@ def test_a_fetch_and_a_reader_wait_for_a_resolution_in_progress_and_take_its_jar
         assert [t.is_alive() for t in threads] == [True, True] and results == {}
         connector = jar(home / "jars" / "org.apache.hadoop_hadoop-aws-3.4.1.jar")
         sdk = jar(home / "jars" / "software.amazon.awssdk_s3-2.29.52.jar")
-        (home / "resolved").write_text("")
     for thread in threads:
         thread.join(10)
     assert resolved == []
