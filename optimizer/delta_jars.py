@@ -21,8 +21,10 @@ of PySpark's carries (`spark_modules`); the cached-jar list leaves out the rest 
 
 ``make install`` runs ``python -m optimizer.delta_jars`` once; a session started before that resolves
 on its first start instead (unlocked: that session's own Ivy resolves). A fetch holds the cache's lock
-(`optimizer.cache_lock`): two fetches at once (a user's `make install` beside a first s3:// session, a test
-run's workers) resolve once, and the connector's cache is read only whole (`cached_store_jars`).
+(`optimizer.cache_lock`): two fetches at once (two `python -m optimizer.delta_jars`, a test run's workers
+and its background fetch of the connector) resolve once; a session reads the cache under the lock, so not
+while `make install` is still retrieving Delta's jars; and the connector's cache is read only whole
+(`cached_store_jars`).
 docs/DELTA-SPARK.md has the recipe and the facts it rests on.
 """
 
@@ -295,8 +297,9 @@ def store_home(store: str) -> Path:
 
 def cached_store_jars(store: str) -> list[Path] | None:
     """The cached connector jars for `store` ("s3a"), or None when they have not been fetched or a fetch did
-    not complete: a ``resolving`` file, there from a fetch's start until Ivy has retrieved every jar, tells a
-    cache whose fetch was stopped halfway (a cache fetched before there was one has none: it was whole)."""
+    not complete: a ``resolving`` file, there from a fetch's start until its Spark has started, tells a cache
+    whose fetch was stopped halfway (a cache fetched before there was one has none: it was whole). A fetch
+    stopped after Ivy was done leaves it too, and the next session fetches again: slower, never wrong."""
     directory = store_home(store) / "jars"
     connector = directory / f"org.apache.hadoop_hadoop-aws-{hadoop_version()}.jar"
     whole = connector.is_file() and not (store_home(store) / "resolving").exists()
@@ -341,10 +344,13 @@ def fetch_store(store: str) -> list[Path]:
             "spark.jars.ivy": str(store_home(store)),
         }
         resolving = store_home(store) / "resolving"
-        resolving.parent.mkdir(parents=True, exist_ok=True)
-        resolving.write_text(conf["spark.jars.packages"] + "\n")
+        try:
+            resolving.parent.mkdir(parents=True, exist_ok=True)
+            resolving.write_text(conf["spark.jars.packages"] + "\n")
+        except OSError as err:
+            raise SparkRuntimeError(f"cannot fetch the {store} connector into {store_home(store)}: {err}") from err
         _resolve(conf, f"the {store} connector")
-        resolving.unlink()
+        resolving.unlink(missing_ok=True)  # missing_ok: where there are no locks another fetch may have ended first
         found = cached_store_jars(store)
     if found is None:
         raise SparkRuntimeError(f"Spark started but the {store} connector is not in {store_home(store) / 'jars'}")

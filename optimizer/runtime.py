@@ -210,9 +210,12 @@ def _why_delta_failed(err: SparkRuntimeError) -> str:
 def _with_delta(conf: dict[str, str]) -> dict[str, str]:
     """`conf` plus what loads Delta; jars and extensions the user configured are kept beside Delta's."""
     from optimizer import delta_jars
+    from optimizer.cache_lock import locked
 
     merged = {"spark.databricks.delta.snapshotPartitions": "4", **conf}  # few tasks to replay small logs
-    for key, value in delta_jars.session_conf().items():
+    with locked(delta_jars.delta_home(), exclusive=False):  # not while a fetch is still retrieving them
+        delta_conf = delta_jars.session_conf()
+    for key, value in delta_conf.items():
         mine = conf.get(key)
         listed = key in ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
         merged[key] = f"{mine},{value}" if mine and listed and value not in mine else (mine or value)

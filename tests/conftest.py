@@ -71,15 +71,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         config.stash[STORE_FETCH] = subprocess.Popen(command, stdout=quiet, stderr=quiet, start_new_session=True)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The background fetch ends before this process reports its session finished (an xdist worker is stopped
-    soon after): one stuck past the lock's wait is stopped with its JVM (the object-storage tests have failed
-    by then, naming the lock it held)."""
+    soon after). A run interrupted (Ctrl-C does not reach the fetch's own session) stops it at once, and one
+    stuck past the lock's wait is stopped too, with its JVM (the object-storage tests have failed by then,
+    naming the lock it held); its ``resolving`` mark makes the next run fetch again."""
     fetch = session.config.stash.get(STORE_FETCH, None)
     if fetch is None:
         return
     try:
-        fetch.wait(timeout=STORE_FETCH_SECONDS)
+        fetch.wait(timeout=0 if exitstatus == pytest.ExitCode.INTERRUPTED else STORE_FETCH_SECONDS)
     except subprocess.TimeoutExpired:
         os.killpg(fetch.pid, signal.SIGKILL)
         fetch.wait()

@@ -36,6 +36,30 @@ def test_jars_are_cached_inside_the_environment_and_named_by_the_wheel_version(m
     assert conf["spark.sql.extensions"] == delta_jars.EXTENSIONS
 
 
+def test_a_session_reads_deltas_cache_only_after_a_fetch_in_progress_has_retrieved_every_jar(monkeypatch, tmp_path):
+    """`make install`'s fetch retrieves Delta's jars one by one; a session started meanwhile saw the engine and
+    storage jars and took the list without the rest. It waits for the fetch's lock instead."""
+    import threading
+
+    from optimizer.cache_lock import locked
+
+    monkeypatch.setenv(delta_jars.JARS_ENV, str(tmp_path))
+    version = delta_jars.delta_version()
+    jars = tmp_path / f"delta-spark_2.13-{version}" / "jars"
+    jars.mkdir(parents=True)
+    seen: list[dict[str, str]] = []
+    reader = threading.Thread(target=lambda: seen.append(_with_delta({})))
+    with locked(delta_jars.delta_home(), exclusive=True):  # a fetch, mid-retrieval
+        for name in (f"io.delta_delta-spark_2.13-{version}.jar", f"io.delta_delta-storage-{version}.jar"):
+            (jars / name).write_bytes(b"")
+        reader.start()
+        reader.join(0.5)
+        assert reader.is_alive() and seen == []
+        (jars / "x_last-1.jar").write_bytes(b"")  # the last jar it retrieves
+    reader.join(10)
+    assert "x_last-1.jar" in seen[0]["spark.jars"]
+
+
 def test_the_users_jars_and_extensions_are_kept_beside_deltas(monkeypatch, tmp_path):
     monkeypatch.setenv(delta_jars.JARS_ENV, str(tmp_path))
     merged = _with_delta({"spark.sql.extensions": "com.example.Ext", "spark.jars.packages": "a:b:1"})
