@@ -20,12 +20,9 @@ classes under the organisation's package). Resolution already excludes the modul
 of PySpark's carries (`spark_modules`); the cached-jar list leaves out the rest (older caches, pom-less jars).
 
 ``make install`` runs ``python -m optimizer.delta_jars`` once; a session started before that resolves
-on its first start instead (unlocked: that session's own Ivy resolves). A fetch holds the cache's lock
-(`optimizer.cache_lock`): two fetches at once (two `python -m optimizer.delta_jars`, a test run's workers
-and its background fetch of the connector) resolve once; a session reads the cache under the lock, so not
-while `make install` is still retrieving Delta's jars; and the connector's cache is read only whole
-(`cached_store_jars`).
-docs/DELTA-SPARK.md has the recipe and the facts it rests on.
+on its first start instead, unlocked. Fetches hold the cache's lock (`optimizer.cache_lock`) and sessions
+read under it, so two fetches resolve once and no session takes half a cache. docs/DELTA-SPARK.md has the
+recipe and the facts it rests on.
 """
 
 from __future__ import annotations
@@ -312,8 +309,7 @@ def store_conf(store: str) -> dict[str, str]:
     coordinates when Maven Central does not serve them."""
     if store not in STORES:
         raise SparkRuntimeError(f"no connector is known for the {store}:// store; put it on spark.jars")
-    with locked(store_home(store), exclusive=False):
-        jars = cached_store_jars(store)
+    jars = _read_store_jars(store)
     if jars is None:
         import subprocess
 
@@ -323,11 +319,16 @@ def store_conf(store: str) -> dict[str, str]:
             text=True,
             check=False,
         )
-        with locked(store_home(store), exclusive=False):
-            jars = cached_store_jars(store)
+        jars = _read_store_jars(store)
         if jars is None:
             raise SparkRuntimeError(f"could not fetch the {store} connector: {done.stderr.strip()[-500:]}")
     return {"spark.jars": ",".join(str(p) for p in jars)}
+
+
+def _read_store_jars(store: str) -> list[Path] | None:
+    """`cached_store_jars` under the shared lock (not inside it: `fetch_store` holds the exclusive one there)."""
+    with locked(store_home(store), exclusive=False):
+        return cached_store_jars(store)
 
 
 def fetch_store(store: str) -> list[Path]:

@@ -41,7 +41,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 OBJECT_STORAGE = "tests/clusters/test_object_storage.py"
 STORE_FETCH = pytest.StashKey["subprocess.Popen[bytes]"]()
-STORE_FETCH_SECONDS = 900  # as long as a fetch's lock is waited for (optimizer.cache_lock)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -76,11 +75,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     soon after). A run interrupted (Ctrl-C does not reach the fetch's own session) stops it at once, and one
     stuck past the lock's wait is stopped too, with its JVM (the object-storage tests have failed by then,
     naming the lock it held); its ``resolving`` mark makes the next run fetch again."""
+    from optimizer.cache_lock import WAIT_SECONDS  # as long as the tests wait for the fetch's lock
+
     fetch = session.config.stash.get(STORE_FETCH, None)
     if fetch is None:
         return
     try:
-        fetch.wait(timeout=0 if exitstatus == pytest.ExitCode.INTERRUPTED else STORE_FETCH_SECONDS)
+        fetch.wait(timeout=0 if exitstatus == pytest.ExitCode.INTERRUPTED else WAIT_SECONDS)
     except subprocess.TimeoutExpired:
         os.killpg(fetch.pid, signal.SIGKILL)
         fetch.wait()
