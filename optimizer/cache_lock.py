@@ -4,7 +4,7 @@ some jars without the rest (docs/DELTA-SPARK.md). So a fetch holds an advisory `
 ``<directory>.lock`` beside the cache, exclusive while resolving and shared while reading; a process that dies
 releases it. The JVM a fetch starts to resolve does not hold it, and PySpark's ignores Ctrl-C: stopped that
 way, a fetch's JVM may go on writing after the lock is free (the connector's ``resolving`` mark keeps
-sessions off that cache, `optimizer.delta_jars.cached_store_jars`). Where locks are unavailable (the file
+sessions off that cache, `optimizer.store_jars.cached_store_jars`). Where locks are unavailable (the file
 cannot be made in an environment that is not writable, where nothing resolves either; a file system without
 ``flock``, as some NFS mounts; no ``fcntl``) the cache is used unlocked, as it was before the lock."""
 

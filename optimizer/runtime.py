@@ -178,12 +178,12 @@ def build_session(settings: SparkSettings | None = None, tables: Sequence[TableS
 
 def store_conf(tables: Sequence[TableSettings]) -> dict[str, str]:
     """Connector jars for the stores `tables` live in, and each S3 table's bucket settings."""
-    from optimizer import delta_jars
+    from optimizer import store_jars
     from optimizer.table.storage import hadoop_conf, scheme_of
 
     conf: dict[str, str] = {}
-    stores = {delta_jars.STORE_OF_SCHEME[s] for t in tables if (s := scheme_of(t.path)) in delta_jars.STORE_OF_SCHEME}
-    jars = [delta_jars.store_conf(store)["spark.jars"] for store in sorted(stores)]
+    stores = {store_jars.STORE_OF_SCHEME[s] for t in tables if (s := scheme_of(t.path)) in store_jars.STORE_OF_SCHEME}
+    jars = [store_jars.store_conf(store)["spark.jars"] for store in sorted(stores)]
     if jars:
         conf["spark.jars"] = ",".join(jars)
     for table in tables:

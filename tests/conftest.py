@@ -57,15 +57,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     if not any(item.nodeid.startswith(OBJECT_STORAGE) for item in session.items):
         return
-    from optimizer import delta_jars
+    from optimizer import store_jars
     from optimizer.errors import SparkRuntimeError
 
     try:
-        cached = delta_jars.cached_store_jars("s3a") is not None
+        cached = store_jars.cached_store_jars("s3a") is not None
     except SparkRuntimeError:  # no Hadoop line to fetch for: the tests report it themselves
         return
     if not cached:
-        command = [sys.executable, "-m", "optimizer.delta_jars", "--store", "s3a"]
+        command = [sys.executable, "-m", "optimizer.store_jars", "s3a"]
         quiet = subprocess.DEVNULL
         config.stash[STORE_FETCH] = subprocess.Popen(command, stdout=quiet, stderr=quiet, start_new_session=True)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from optimizer import delta_jars
+from optimizer import delta_jars, store_jars
 from optimizer.errors import SparkRuntimeError
 
 
@@ -48,7 +48,7 @@ def spark_jars(tmp_path, monkeypatch) -> Path:
     jar(directory / "httpclient-4.5.14.jar", pom("org.apache.httpcomponents", "httpclient"))
     jar(directory / "scala-library-2.13.18.jar", "scala/Option.class")
     monkeypatch.setattr(delta_jars, "spark_jars_dir", lambda: directory, raising=False)
-    monkeypatch.setattr(delta_jars, "hadoop_version", lambda: "3.5.0")
+    monkeypatch.setattr(store_jars, "hadoop_version", lambda: "3.5.0")
     return directory
 
 
@@ -87,7 +87,7 @@ def test_delta_is_resolved_without_the_modules_pyspark_ships(spark_jars, pair_43
         for name in ("io.delta_delta-spark_4.1_2.13-4.3.1.jar", "io.delta_delta-storage-4.3.1.jar"):
             jar(pair_43 / name)
 
-    monkeypatch.setattr(delta_jars, "_resolve", resolve)
+    monkeypatch.setattr(delta_jars, "resolve", resolve)
     delta_jars.fetch()
     excludes = seen[0].get("spark.jars.excludes", "").split(",")
     assert seen[0]["spark.jars.packages"] == "io.delta:delta-spark_4.1_2.13:4.3.1"
@@ -122,16 +122,16 @@ def test_a_jar_name_splits_into_artifact_and_version(name, split):
 def fetched_store(hadoop: str, monkeypatch, tmp_path) -> dict[str, str]:
     """The Spark settings `fetch_store("s3a")` resolves the connector with, PySpark shipping `hadoop`."""
     monkeypatch.setenv(delta_jars.JARS_ENV, str(tmp_path / "ivy"))
-    monkeypatch.setattr(delta_jars, "hadoop_version", lambda: hadoop)
+    monkeypatch.setattr(store_jars, "hadoop_version", lambda: hadoop)
     monkeypatch.setattr(delta_jars, "spark_jars_dir", lambda: tmp_path / "no-jars", raising=False)
     seen: list[dict[str, str]] = []
 
     def resolve(conf: dict[str, str], what: str) -> None:
         seen.append(conf)
-        jar(delta_jars.store_home("s3a") / "jars" / f"org.apache.hadoop_hadoop-aws-{hadoop}.jar")
+        jar(store_jars.store_home("s3a") / "jars" / f"org.apache.hadoop_hadoop-aws-{hadoop}.jar")
 
-    monkeypatch.setattr(delta_jars, "_resolve", resolve)
-    delta_jars.fetch_store("s3a")
+    monkeypatch.setattr(delta_jars, "resolve", resolve)
+    store_jars.fetch_store("s3a")
     return seen[0]
 
 
@@ -163,19 +163,19 @@ def test_the_s3a_connector_of_hadoop_3_4_and_later_takes_sdk_v2_modules(monkeypa
 
 
 def test_a_hadoop_line_without_a_known_connector_is_refused_before_any_download(monkeypatch, tmp_path):
-    monkeypatch.setattr(delta_jars, "_resolve", lambda conf, what: pytest.fail(f"resolved {conf}"))
+    monkeypatch.setattr(delta_jars, "resolve", lambda conf, what: pytest.fail(f"resolved {conf}"))
     with pytest.raises(SparkRuntimeError, match=r"no s3a connector is known for Hadoop 3\.2\.4 .*spark\.jars"):
         fetched_store("3.2.4", monkeypatch, tmp_path)
 
 
 def test_the_connector_jars_leave_out_modules_pyspark_ships(spark_jars, tmp_path, monkeypatch):
     monkeypatch.setenv(delta_jars.JARS_ENV, str(tmp_path / "ivy"))
-    directory = delta_jars.store_home("s3a") / "jars"
+    directory = store_jars.store_home("s3a") / "jars"
     needed = ["org.apache.hadoop_hadoop-aws-3.5.0.jar", "software.amazon.awssdk_s3-2.35.4.jar"]
     needed += ["software.amazon.awssdk_annotations-2.35.4.jar"]
     for name in [*needed, "org.apache.httpcomponents_httpclient-4.5.13.jar"]:
         jar(directory / name)
-    assert [p.name for p in delta_jars.cached_store_jars("s3a") or []] == sorted(needed)
+    assert [p.name for p in store_jars.cached_store_jars("s3a") or []] == sorted(needed)
 
 
 def test_a_connector_cache_whose_fetch_was_stopped_is_not_taken(monkeypatch, tmp_path):
@@ -183,21 +183,21 @@ def test_a_connector_cache_whose_fetch_was_stopped_is_not_taken(monkeypatch, tmp
     connector without the SDK, which would fail later with a missing class. A fetch is marked from its start
     until it completes."""
     monkeypatch.setenv(delta_jars.JARS_ENV, str(tmp_path / "ivy"))
-    monkeypatch.setattr(delta_jars, "hadoop_version", lambda: "3.4.1")
-    home = delta_jars.store_home("s3a")  # under tmp_path: only after the two lines above
+    monkeypatch.setattr(store_jars, "hadoop_version", lambda: "3.4.1")
+    home = store_jars.store_home("s3a")  # under tmp_path: only after the two lines above
     assert home.is_relative_to(tmp_path)
 
     def stopped(conf: dict[str, str], what: str) -> None:
         jar(home / "jars" / "org.apache.hadoop_hadoop-aws-3.4.1.jar")  # the connector, then no SDK
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(delta_jars, "_resolve", stopped)
+    monkeypatch.setattr(delta_jars, "resolve", stopped)
     with pytest.raises(KeyboardInterrupt):
-        delta_jars.fetch_store("s3a")
+        store_jars.fetch_store("s3a")
     assert (home / "jars" / "org.apache.hadoop_hadoop-aws-3.4.1.jar").is_file()
-    assert delta_jars.cached_store_jars("s3a") is None
+    assert store_jars.cached_store_jars("s3a") is None
     fetched_store("3.4.1", monkeypatch, tmp_path)  # the next fetch resolves again and completes
-    assert delta_jars.cached_store_jars("s3a") is not None
+    assert store_jars.cached_store_jars("s3a") is not None
 
 
 def test_a_fetch_and_a_reader_wait_for_a_resolution_in_progress_and_take_its_jars(monkeypatch, tmp_path):
@@ -210,15 +210,15 @@ def test_a_fetch_and_a_reader_wait_for_a_resolution_in_progress_and_take_its_jar
     from optimizer.cache_lock import locked
 
     monkeypatch.setenv(delta_jars.JARS_ENV, str(tmp_path / "ivy"))
-    monkeypatch.setattr(delta_jars, "hadoop_version", lambda: "3.4.1")
+    monkeypatch.setattr(store_jars, "hadoop_version", lambda: "3.4.1")
     monkeypatch.setattr(delta_jars, "spark_jars_dir", lambda: tmp_path / "no-jars", raising=False)
     resolved: list[object] = []
-    monkeypatch.setattr(delta_jars, "_resolve", lambda conf, what: resolved.append(conf))
+    monkeypatch.setattr(delta_jars, "resolve", lambda conf, what: resolved.append(conf))
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: resolved.append(a) or subprocess.CompletedProcess(a, 1))
-    home = delta_jars.store_home("s3a")
+    home = store_jars.store_home("s3a")
     assert home.is_relative_to(tmp_path)
     results: dict[str, object] = {}
-    calls = {"fetch": lambda: delta_jars.fetch_store("s3a"), "read": lambda: delta_jars.store_conf("s3a")}
+    calls = {"fetch": lambda: store_jars.fetch_store("s3a"), "read": lambda: store_jars.store_conf("s3a")}
     threads = [threading.Thread(target=lambda n=n, c=c: results.update({n: c()})) for n, c in calls.items()]
     with locked(home, exclusive=True):
         for thread in threads:

@@ -115,9 +115,9 @@ def build(pair: Pair, log: Path) -> Path:
         raise BuildError(f"failed: {' '.join(step)}")
     if _installed(python, "pyspark") != pair.pyspark:
         raise BuildError(f"`pip install -e {extras}` replaced PySpark {pair.pyspark}")
-    for fetch in ([], ["--store", "s3a"]):  # Delta's jars and the S3A connector, cached before any test
-        if _run([str(python), "-m", "optimizer.delta_jars", *fetch], log) != 0:
-            raise BuildError(f"python -m optimizer.delta_jars {' '.join(fetch)} failed")
+    for fetch in (["optimizer.delta_jars"], ["optimizer.store_jars", "s3a"]):  # cached before any test
+        if _run([str(python), "-m", *fetch], log) != 0:
+            raise BuildError(f"python -m {' '.join(fetch)} failed")
     stamp.touch()
     return python
 
