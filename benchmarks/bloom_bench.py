@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import table, write_report
-from benchmarks.star_bench import BRANDS, NATIONS
+from benchmarks.star_workload import BRANDS, NATIONS
 from optimizer import tpch
 
 LAYOUTS = {

@@ -38,22 +38,22 @@ rate too low to pay for a rewrite, and an unfiltered stream (nothing to skip: th
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from benchmarks import kept_share
-from benchmarks.common import table, write_report
+from benchmarks.common import write_report
 from benchmarks.delta_peers import DeltaPeer, expert_columns
+from benchmarks.flow_model import HELD_OUT, START, STEP, Granularity, Scenario, Tick
+from benchmarks.flow_report import render, save_raw
 from costmodel.benefit import MB
 from optimizer import tpch
 from optimizer.analysis import TableContext, analyse_table
@@ -68,53 +68,6 @@ from optimizer.table import TableAccess, open_table
 from querylog.predicates.attribute import scan_filters
 from querylog.recorder import Recorder
 from querylog.store import QueryLogTable
-
-START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
-STEP = timedelta(hours=1)
-HELD_OUT = 100
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    rate: float  # queries per simulated hour
-    filtered: bool
-    expect: str  # what the service should do, for the report
-    history_hours: float = 0.0  # the log already holds this much of the stream when the appends start
-    peers: bool = False  # race Delta's ZORDER BY and liquid clustering on this stream
-
-
-@dataclass(frozen=True)
-class Granularity:
-    """How fine every copy's files and row groups are (issue 48's race at a production table's granularity
-    relative to its data): the target file size (None: a sixth of an append, at least 1 MiB), row groups per
-    target file for every writer (Parquet's ``parquet.block.size`` in the session, deltaopt's
-    ``row_group_size``; None: each writer's default), and the session's Parquet codec (None: Spark's)."""
-
-    target: int | None = None
-    row_groups: int | None = None
-    codec: str | None = None
-
-
-@dataclass
-class Tick:
-    step: int
-    decision: dict[str, Any]
-    tick_seconds: float
-    manual_seconds: float | None = None  # the manual OPTIMIZE job's wall time
-    manual_features: dict[str, Any] | None = None
-    bytes_per_query: dict[str, float] = field(default_factory=dict)  # copy -> held-out mean, deltaopt pruning
-    standard_bytes_per_query: dict[str, float] = field(default_factory=dict)  # Delta min/max only
-    files: dict[str, tuple[float, int]] = field(default_factory=dict)  # copy -> (mean files kept, files)
-    estimated_after: float | None = None  # the service's estimate, bytes per query on the rewritten files
-    measured_after: float | None = None  # the same workload on the files the run wrote
-    manual_saved_mb: float | None = None  # marginal MB saved per held-out query by this tick's manual run
-    manual_benefit: float | None = None  # that saving over the horizon at the true rate, cost units
-    pays_off: bool | None = None
-    service_seconds: float | None = None  # the service's own job, when it optimised
-    service_rewrite: dict[str, Any] | None = None  # bytes in / out of its job, and whether it rewrote clustered data
-    peer_rewrites: dict[str, Any] = field(default_factory=dict)  # peer name -> its OPTIMIZE after this append
-    service_benefit: float | None = None  # its realised saving (before - measured after) at the true rate
 
 
 def stream(count: int, seed: int, filtered: bool) -> list[str]:
@@ -227,7 +180,8 @@ def run_scenario(
     parts: Sequence[Path],
     root: Path,
     files_per_part: int,
-    granularity: Granularity = Granularity(),
+    *,
+    granularity: Granularity,
 ) -> dict:
     from optimizer.service.service import context, run_once
 
@@ -388,206 +342,6 @@ def duckdb_files(copies: dict[str, TableAccess], held: Sequence[tuple[str | None
     return {"copies": out, "errors": errors}
 
 
-def render(results: Sequence[dict], scale: float, appends: int) -> str:
-    lines = []
-    for result in results:
-        scenario: Scenario = result["scenario"]
-        ticks: list[Tick] = result["ticks"]
-        lines.append(
-            f"## {scenario.name}\n\n{scenario.rate:g} queries per simulated hour; expected: {scenario.expect}. "
-            f"Increment {result['increment'] / 1e6:.1f} MB, target file size {result['target'] / 1e6:.2f} MB.\n"
-        )
-        rows = []
-        for t in ticks:
-            merge = t.decision.get("merge") or {}
-            d = merge["estimate"] if merge.get("taken") else t.decision  # the estimate the job ran on
-            action = str(t.decision.get("action")) + (f" + {len(merge['runs'])} run(s)" if merge.get("taken") else "")
-            b = d.get("benefit") or {}
-            rate = b.get("rate") or {}
-            compression = b.get("compression") or {}
-            rows.append(
-                (
-                    t.step,
-                    action,
-                    f"{(d.get('cost') or {}).get('seconds', 0):.1f}" if d.get("cost") else "-",
-                    f"{b.get('benefit', 0):.1f}" if b else "-",
-                    f"{b.get('benefit_skipping', 0):.1f} / {b.get('benefit_compression', 0):.1f}" if b else "-",
-                    f"{b.get('expected_queries', 0):,.0f} ({rate.get('per_day', 0) / 24:,.0f}/h)" if b else "-",
-                    f"{compression.get('ratio', 1):.2f}" if compression else "-",
-                    f"{t.estimated_after / MB:.2f} / {t.measured_after / MB:.2f}"
-                    if t.estimated_after is not None and t.measured_after
-                    else "-",
-                    f"{t.manual_seconds:.1f}" if t.manual_seconds is not None else "-",
-                    f"{t.manual_benefit:.1f}" if t.manual_benefit is not None else "-",
-                    {True: "yes", False: "no", None: "-"}[t.pays_off],
-                    f"{t.service_benefit:.1f} / {t.service_seconds:.1f}"
-                    if t.service_benefit is not None and t.service_seconds is not None
-                    else "-",
-                    f"{t.tick_seconds:.1f}",
-                )
-            )
-        lines.append(
-            table(
-                (
-                    "tick",
-                    "service",
-                    "est. cost",
-                    "est. benefit",
-                    "skipping / compression",
-                    "projected queries (rate)",
-                    "est. bytes ratio",
-                    "MB/query after: est. / measured",
-                    "manual job s",
-                    "manual measured benefit",
-                    "manual pays off",
-                    "service: realised benefit / job s",
-                    "tick s",
-                ),
-                rows,
-            )
-        )
-        bytes_rows = [
-            (
-                t.step,
-                *(f"{t.bytes_per_query[c] / MB:.2f}" for c in ("none", "manual", "service")),
-                *(f"{t.standard_bytes_per_query[c] / MB:.2f}" for c in ("none", "manual", "service")),
-                *(f"{t.files[c][0]:g}/{t.files[c][1]}" for c in ("none", "manual", "service")),
-            )
-            for t in ticks
-        ]
-        lines.append(
-            "\nHeld-out queries: mean MB read per query (deltaopt's pruning | standard reader) and files kept "
-            "(deltaopt's pruning):\n\n"
-            + table(
-                (
-                    "tick",
-                    "none",
-                    "manual",
-                    "service",
-                    "std: none",
-                    "std: manual",
-                    "std: service",
-                    "files none",
-                    "files manual",
-                    "files service",
-                ),
-                bytes_rows,
-            )
-        )
-        duck = result["duckdb"]
-        lines.append(
-            "\nDuckDB's Delta extension on the final tables, mean files scanned per held-out query: "
-            + (
-                ", ".join(
-                    f"{name} {v['mean_files']:.1f}/{v['total_files']}"
-                    + (f" ({v['unknown']} unknown)" if v["unknown"] else "")
-                    for name, v in duck["copies"].items()
-                    if v["mean_files"] is not None
-                )
-                if scenario.filtered
-                else "n/a (no filters: every file is read)"
-            )
-            + "\n"
-        )
-        if duck.get("errors"):
-            lines.append(f"Unknown counts are the extension's errors: {duck['errors']}\n")
-        if result.get("spark_scans"):
-            lines.append(render_peers(result) + "\n")
-            names = {"zorder": "Delta ZORDER BY", "liquid": "Delta liquid clustering"}
-            lines.append(kept_share.render(result["kept_over_bound"], names) + "\n")
-        lines.append(verdict(ticks) + "\n")
-    header = (
-        f"TPC-H lineitem scale {scale} in {appends} increments; one increment per simulated hour, "
-        f"{HELD_OUT} held-out queries per measurement.\n\n"
-    )
-    return header + "\n".join(lines)
-
-
-def render_peers(result: dict) -> str:
-    """deltaopt's service against Delta's ZORDER BY and liquid clustering: rewrites, and what Spark's own
-    Delta scan, deltaopt's pruning and DuckDB read on the final tables."""
-    ticks: list[Tick] = result["ticks"]
-    scans, duck = result["spark_scans"], result["duckdb"]["copies"]
-    service = [t for t in ticks if t.service_rewrite]
-    rewrites = {
-        "none": (0, 0.0, 0, 0),
-        "manual": (sum(1 for t in ticks if t.manual_seconds), sum(t.manual_seconds or 0 for t in ticks), None, 0),
-        "service": (
-            len(service),
-            sum(t.service_seconds or 0 for t in service),
-            sum(t.service_rewrite["bytes_out"] for t in service if t.service_rewrite),
-            sum(1 for t in service if t.service_rewrite and t.service_rewrite["rewrote_clustered"]),
-        ),
-    }
-    for name, runs in result["peers"].items():
-        rewrites[name] = (
-            len(runs),
-            sum(r["seconds"] for r in runs),
-            sum(r["bytes_added"] for r in runs),
-            sum(1 for r in runs if r["rewrote_clustered"]),
-        )
-    rows = []
-    for name, scan in scans.items():
-        count, seconds, written, again = rewrites[name]
-        d = duck.get(name) or {}
-        rows.append(
-            (
-                name,
-                count,
-                f"{seconds:.1f}",
-                "-" if written is None else f"{written / MB:.1f}",
-                again,
-                f"{scan['files']:.1f}/{scan['total_files']}",
-                f"{scan['mb']:.2f}",
-                f"{scan['deltaopt_column_mb']:.2f}",
-                f"{scan['standard_column_mb']:.2f}",
-                "-" if d.get("mean_files") is None else f"{d['mean_files']:.1f}/{d['total_files']}",
-            )
-        )
-    names = {k: k for k in scans}
-    names.update({"zorder": "Delta ZORDER BY", "liquid": "Delta liquid clustering"})
-    rows = [(names[r[0]], *r[1:]) for r in rows]
-    columns = ", ".join(result.get("peer_columns", ()))
-    return (
-        "\nAgainst Delta's own layouts (same appends, same Spark session; peers written by Delta's writer):\n\n"
-        + table(
-            (
-                "copy",
-                "rewrites",
-                "rewrite s (total)",
-                "MB written",
-                "rewrites that re-clustered old data",
-                "Spark Delta scan: files/query",
-                "Spark Delta scan: MB/query",
-                "deltaopt pruning: column MB/query",
-                "Delta min/max: column MB/query",
-                "DuckDB files/query",
-            ),
-            rows,
-        )
-        + f"\n\nDelta's peers cluster on ({columns}): the columns the stream filters most. Rewrites that "
-        "re-clustered old data: OPTIMIZE runs that removed more bytes than had arrived since the previous one.\n"
-    )
-
-
-def verdict(ticks: Sequence[Tick]) -> str:
-    """Did the service optimise when optimising paid off, and skip when it did not? An optimise is
-    judged by its own realised saving at the stream's true rate against its measured job time; a skip
-    by what optimising that append would have realised (the manual copy's run)."""
-    optimised = [t for t in ticks if t.decision.get("action") == "optimize"]
-    skipped = [t for t in ticks if t.decision.get("action") == "skip"]
-    paid = [t for t in optimised if t.service_benefit is not None and t.service_seconds is not None
-            and t.service_benefit > t.service_seconds]  # fmt: skip
-    missed = [t for t in skipped if t.pays_off]
-    errors = [t.estimated_after / t.measured_after for t in ticks if t.estimated_after is not None and t.measured_after]
-    accuracy = f"; estimated/measured bytes per query after: {', '.join(f'{e:.2f}' for e in errors)}" if errors else ""
-    return (
-        f"Verdict: optimised on {len(optimised)} of {len(ticks)} ticks, {len(paid)} of which paid off as measured "
-        f"(realised saving at the true rate over the horizon > the job's seconds); skipped {len(skipped)}, "
-        f"{len(missed)} of which a manual optimise of that append would have paid off{accuracy}."
-    )
-
-
 def main(argv: Sequence[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks flow")
     parser.add_argument("--scale", type=float, default=0.3)
@@ -623,8 +377,10 @@ def main(argv: Sequence[str]) -> None:
     name += "-granular" if args.target_kb or args.row_groups else ""
     try:
         for i, scenario in enumerate(scenarios):
-            results.append(run_scenario(spark, scenario, parts, work / f"s{i}", args.files_per_append, granularity))
-            _save_raw(results, Path(__file__).parent / "reports" / f"{name}.json")  # kept if a later step fails
+            results.append(
+                run_scenario(spark, scenario, parts, work / f"s{i}", args.files_per_append, granularity=granularity)
+            )
+            save_raw(results, Path(__file__).parent / "reports" / f"{name}.json")  # kept if a later step fails
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -636,26 +392,6 @@ def main(argv: Sequence[str]) -> None:
     for option, value in (("--target-kb", args.target_kb), ("--row-groups", args.row_groups), ("--codec", args.codec)):
         command += f" {option} {value}" if value else ""
     write_report(name, "The product flow: appends, a live stream, ticks", body, command)
-
-
-def _save_raw(results: Sequence[dict], path: Path) -> None:
-    raw = [
-        {
-            "scenario": r["scenario"].name,
-            "ticks": [t.__dict__ | {"decision": _brief(t.decision)} for t in r["ticks"]],
-            "peers": r.get("peers"),
-            "spark_scans": r.get("spark_scans"),
-            "kept_over_bound": {name: k.__dict__ for name, k in (r.get("kept_over_bound") or {}).items()},
-            "granularity": r["granularity"].__dict__,
-        }
-        for r in results
-    ]
-    path.write_text(json.dumps(raw, indent=1, default=str))
-
-
-def _brief(decision: dict[str, Any]) -> dict[str, Any]:
-    keep = ("action", "reason", "new_bytes", "net", "cost", "benefit", "features", "layouts", "seconds")
-    return {k: decision.get(k) for k in keep}
 
 
 def load_config_spark():

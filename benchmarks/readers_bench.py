@@ -32,7 +32,6 @@ from typing import Any
 
 from benchmarks.common import table, write_report
 from benchmarks.flow_bench import (
-    START,
     duckdb_files,
     held_out,
     load_config_spark,
@@ -40,6 +39,7 @@ from benchmarks.flow_bench import (
     poisson_arrivals,
     stream,
 )
+from benchmarks.flow_model import START
 from costmodel.benefit import MB
 from costmodel.cost import DEFAULT_MODEL
 from optimizer import tpch

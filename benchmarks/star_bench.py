@@ -7,8 +7,8 @@ One run:
 
 1. generates TPC-H ``lineitem`` (the fact table, in 4 appends as loaded), ``part`` and ``supplier``
    with ``tpchgen-cli`` and writes them as Delta tables under one warehouse;
-2. draws `queries` SQL queries from six families (`FAMILIES`), each with literals that change from
-   query to query, popular values more often (`SKEW`): a part brand, a part container, a supplier
+2. draws `queries` SQL queries from six families (`benchmarks.star_workload`), each with literals that
+   change from query to query, popular values more often: a part brand, a part container, a supplier
    nation (dimension filters whose keys are scattered over the key domain), a ship month (a direct
    range), a brand within a month, and a part type (more keys than a key set may list: the limit);
 3. imports them twice with schemas and join derivation: once with ranges only (deltaopt before
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import re
 import shutil
 import tempfile
@@ -42,16 +41,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import sqlglot
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable
 
 from benchmarks.common import short_key_lists, table, write_report
-from benchmarks.replay_data import _plain
 from benchmarks.standard_reader import DuckDBReader
+from benchmarks.star_workload import FAMILIES, generate, workload
 from costmodel.cost import DEFAULT_MODEL
-from optimizer import tpch
 from optimizer.analysis import TableContext
 from optimizer.catalog import build_catalog
 from optimizer.clustering import optimize
@@ -70,70 +66,6 @@ EXPERT = ("l_shipdate", "l_partkey", "l_suppkey")
 DATE_ORDER = ("l_shipdate",)  # the date-ordered layout standard readers are judged against
 FILES = 48  # the rewrite target: this fraction of the table as loaded
 READERS = {"deltaopt": 1.0}  # who the service prices layouts for: here, readers through deltaopt's pruning
-APPENDS = 4
-SIZES = ("SM", "MED", "LG", "JUMBO", "WRAP")
-CONTAINERS = ("CASE", "BOX", "BAG", "JAR", "PKG", "PACK", "CAN", "DRUM")
-METALS = ("TIN", "NICKEL", "BRASS", "STEEL", "COPPER")
-SKEW = 1.2
-PART = "lineitem JOIN part ON l_partkey = p_partkey"
-SUPPLIER = "lineitem JOIN supplier ON l_suppkey = s_suppkey"
-
-
-def _popular(rng: random.Random, values: list[Any]) -> Any:
-    """One of `values`, the earlier ones more often (weights 1/rank^`SKEW`): dashboards and reports
-    repeat popular dimension values, and a SOP feature needs a filter that recurs."""
-    return rng.choices(values, weights=[1 / (rank + 1) ** SKEW for rank in range(len(values))])[0]
-
-
-BRANDS = [f"Brand#{m}{n}" for m in range(1, 6) for n in range(1, 6)]
-random.Random(5).shuffle(BRANDS)
-CONTAINER_NAMES = [f"{size} {kind}" for size in SIZES for kind in CONTAINERS]
-random.Random(6).shuffle(CONTAINER_NAMES)
-NATIONS = random.Random(7).sample(range(25), 25)
-
-
-def _brand(rng: random.Random) -> str:
-    return f"p_brand = '{_popular(rng, BRANDS)}'"
-
-
-def _month(rng: random.Random) -> str:
-    year, month = rng.randint(1992, 1998), rng.randint(1, 12)
-    end = f"{year + month // 12}-{month % 12 + 1:02d}-01"
-    return f"l_shipdate >= DATE '{year}-{month:02d}-01' AND l_shipdate < DATE '{end}'"
-
-
-FAMILIES = {
-    "part brand": lambda r: f"SELECT SUM(l_extendedprice) FROM {PART} WHERE {_brand(r)}",
-    "part container": lambda r: (
-        f"SELECT SUM(l_quantity) FROM {PART} WHERE p_container = '{_popular(r, CONTAINER_NAMES)}'"
-    ),
-    "supplier nation": lambda r: (
-        f"SELECT SUM(l_extendedprice) FROM {SUPPLIER} WHERE s_nationkey = {_popular(r, NATIONS)}"
-    ),
-    "ship month": lambda r: f"SELECT SUM(l_extendedprice) FROM lineitem WHERE {_month(r)}",
-    "brand in a month": lambda r: f"SELECT SUM(l_discount) FROM {PART} WHERE {_brand(r)} AND {_month(r)}",
-    "part type": lambda r: f"SELECT SUM(l_quantity) FROM {PART} WHERE p_type LIKE '%{_popular(r, list(METALS))}'",
-}
-
-
-def generate(warehouse: Path, scale: float) -> None:
-    """lineitem (in `APPENDS` appends, as generated), part and supplier as Delta tables."""
-    raw = warehouse.parent / "tpch"
-    for name in ("part", "supplier"):
-        (path,) = tpch.generate(name, scale, raw)
-        write_deltalake(str(warehouse / name), _plain(pq.read_table(path)))
-    paths = tpch.generate("lineitem", scale, raw)
-    lineitem = _plain(pa.concat_tables([pq.read_table(p) for p in paths]))
-    step = -(-lineitem.num_rows // APPENDS)
-    for start in range(0, lineitem.num_rows, step):
-        write_deltalake(str(warehouse / "lineitem"), lineitem.slice(start, step), mode="append")
-
-
-def workload(count: int, seed: int = 29, families: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """(family, SQL) pairs, the `families` (default: all) interleaved at random."""
-    rng = random.Random(seed)
-    names = list(families or FAMILIES)
-    return [(family, FAMILIES[family](rng)) for family in (rng.choice(names) for _ in range(count))]
 
 
 def matching_files(

@@ -54,9 +54,10 @@ from benchmarks.common import write_report
 from benchmarks.delta_peers import DeltaPeer
 from benchmarks.flow_bench import append_everywhere, load_config_spark, record_hour
 from benchmarks.replay_data import _plain
-from benchmarks.star_bench import DATE_ORDER, EXPERT, FAMILIES, matching_files, workload
+from benchmarks.star_bench import DATE_ORDER, EXPERT, matching_files
 from benchmarks.star_flow_report import render
 from benchmarks.star_flow_setup import DIMENSIONS, FACT, FILES_PER_INCREMENT, HELD_OUT, SERVICES
+from benchmarks.star_workload import FAMILIES, workload
 from costmodel.benefit import MB
 from optimizer import tpch
 from optimizer.catalog import build_catalog

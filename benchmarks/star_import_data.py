@@ -28,7 +28,7 @@ from deltalake import write_deltalake
 from sqlglot import exp
 
 from benchmarks.replay_data import _plain
-from benchmarks.star_bench import _popular
+from benchmarks.star_workload import popular
 from optimizer import tpch
 
 FACT = "lineorder"
@@ -205,12 +205,12 @@ def _date_year(rng: random.Random) -> Drawn:
         _c("lo_quantity") < rng.choice((25, 35)),
     )
     measure = _c("lo_extendedprice") * _c("lo_discount")
-    return _statement("date year", measure, [(DATE, _c("d_year").eq(_popular(rng, YEARS)))], fact)
+    return _statement("date year", measure, [(DATE, _c("d_year").eq(popular(rng, YEARS)))], fact)
 
 
 def _date_week(rng: random.Random) -> Drawn:
     """Q1.3: one week of one year, the fact's quantity between bounds."""
-    where = exp.and_(_c("d_weeknuminyear").eq(rng.randint(1, 52)), _c("d_year").eq(_popular(rng, YEARS)))
+    where = exp.and_(_c("d_weeknuminyear").eq(rng.randint(1, 52)), _c("d_year").eq(popular(rng, YEARS)))
     low = rng.randint(1, 40)
     fact = _c("lo_quantity").between(exp.convert(low), exp.convert(low + 10))
     return _statement("date week", _c("lo_revenue"), [(DATE, where)], fact)
@@ -220,8 +220,8 @@ def _brand_nation(rng: random.Random) -> Drawn:
     """Q2.1-like: a part brand and a supplier nation; the date dimension joined (grouping), unfiltered."""
     joins = [
         (DATE, None),
-        (PART, _c("p_brand").eq(exp.Literal.string(_popular(rng, BRANDS)))),
-        (SUPPLIER, _c("s_nationkey").eq(_popular(rng, NATIONS))),
+        (PART, _c("p_brand").eq(exp.Literal.string(popular(rng, BRANDS)))),
+        (SUPPLIER, _c("s_nationkey").eq(popular(rng, NATIONS))),
     ]
     return _statement("part brand + supplier nation", _c("lo_revenue"), joins, None)
 
@@ -232,7 +232,7 @@ def _brand_range(rng: random.Random) -> Drawn:
     brands = _c("p_brand").between(
         exp.Literal.string(f"Brand#{maker}{first}"), exp.Literal.string(f"Brand#{maker}{rng.randint(first, 5)}")
     )
-    region = _c("s_nationkey").isin(*_popular(rng, REGIONS))
+    region = _c("s_nationkey").isin(*popular(rng, REGIONS))
     joins = [(DATE, None), (PART, brands), (SUPPLIER, region)]
     return _statement("brand range", _c("lo_revenue"), joins, None)
 
@@ -245,7 +245,7 @@ def _customer(rng: random.Random) -> Drawn:
         chosen: exp.Expr = _c("c_nationkey").isin(*nations)
     else:
         chosen = exp.paren(exp.or_(*(_c("c_nationkey").eq(n) for n in nations)))
-    segment = _c("c_mktsegment").eq(exp.Literal.string(_popular(rng, SEGMENTS)))
+    segment = _c("c_mktsegment").eq(exp.Literal.string(popular(rng, SEGMENTS)))
     first = rng.randint(1992, 1996)
     years = _c("d_year").between(exp.convert(first), exp.convert(first + rng.randint(0, 2)))
     joins = [(CUSTOMER, exp.and_(segment, chosen)), (DATE, years)]
@@ -254,8 +254,8 @@ def _customer(rng: random.Random) -> Drawn:
 
 def _part_type(rng: random.Random) -> Drawn:
     """A part type suffix (LIKE) in one month of the date dimension."""
-    kind = _c("p_type").like(exp.Literal.string(f"%{_popular(rng, METALS)}"))
-    month = _c("d_yearmonthnum").eq(_popular(rng, YEARS) * 100 + rng.randint(1, 12))
+    kind = _c("p_type").like(exp.Literal.string(f"%{popular(rng, METALS)}"))
+    month = _c("d_yearmonthnum").eq(popular(rng, YEARS) * 100 + rng.randint(1, 12))
     return _statement("part type", _c("lo_quantity"), [(PART, kind), (DATE, month)], None)
 
 

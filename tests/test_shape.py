@@ -1,6 +1,6 @@
-"""The code's shape limits (docs/ARCHITECTURE.md, "Conventions"): a product module past ~420 lines is
-two concepts, a function past 60 lines is two steps, and past 5 positional parameters its call sites
-cannot be read without the definition (options go keyword-only). The line limit is not met by packing:
+"""The code's shape limits (docs/ARCHITECTURE.md, "Conventions"): a module past ~420 lines is two concepts (a
+benchmark's too), a product function past 60 lines is two steps, and past 5 positional parameters its call
+sites cannot be read without the definition (options go keyword-only). The line limit is not met by packing:
 no `a, b = f(), g()` and no `# fmt: skip` except on data laid out in rows."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def positional(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
 def test_no_module_past_the_limit():
     long = {
         str(p.relative_to(ROOT)): n
-        for package in PACKAGES
+        for package in (*PACKAGES, "benchmarks")
         for p in (ROOT / package).rglob("*.py")
         if (n := p.read_text().count("\n")) > MAX_MODULE_LINES
     }

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.star_bench import FAMILIES, run
+from benchmarks.star_bench import run
+from benchmarks.star_workload import FAMILIES
 from optimizer.table import open_table
 from querylog.store import QueryLogTable
 
