@@ -6,7 +6,7 @@ dimension filter? Measured, not argued.
 TPC-H ``lineitem`` is written with DuckDB (Bloom filters on every column, dictionary limit raised so
 the join keys get one; 1% false-positive rate) in three layouts: date-ordered, clustered by the
 supplier's nation (what deltaopt's joined feature ``supplier.s_nationkey`` gathers) and clustered by
-the part's brand (``part.p_brand``). For the `values` most popular nations and brands (`star_bench`'s
+the part's brand (``part.p_brand``). For the `values` most popular nations and brands (`star_workload`'s
 order), the dimension filter becomes its keys (``l_suppkey IN (<nation's suppliers>)``, ``l_partkey
 IN (<brand's parts>)``: what dynamic file pruning hands a scan) and per row group the benchmark counts
 

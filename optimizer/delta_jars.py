@@ -284,14 +284,15 @@ def fetch() -> list[Path]:
     return found
 
 
-def report(what: str, fetched: Callable[[], list[Path]]) -> int:
-    """Run a fetch for a command line: the cached jars listed on stdout, or one line on stderr and 1."""
+def report(fetched: Callable[[], list[Path]], what: Callable[[], str]) -> int:
+    """Run a fetch for a command line: what was fetched (named once it is, as the fetch checks the versions)
+    and the cached jars on stdout, or one line on stderr and 1."""
     try:
         jars = fetched()
     except SparkRuntimeError as err:
         print(f"deltaopt: {err}", file=sys.stderr)
         return 1
-    print(f"{what} jars cached in {jars[0].parent}:")
+    print(f"{what()} jars cached in {jars[0].parent}:")
     for jar in jars:
         print(f"  {jar.name}")
     return 0
@@ -302,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m optimizer.delta_jars", description="cache Delta's JVM jars")
     parser.parse_args(argv)
-    return report("Delta Lake", fetch)
+    return report(fetch, lambda: f"Delta Lake {delta_version()}")
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ def store_conf(store: str) -> dict[str, str]:
         import subprocess
 
         done = subprocess.run(
-            [sys.executable, "-m", "optimizer.store_jars", store],
+            fetch_command(store),
             capture_output=True,
             text=True,
             check=False,
@@ -89,6 +89,11 @@ def store_conf(store: str) -> dict[str, str]:
         if jars is None:
             raise SparkRuntimeError(f"could not fetch the {store} connector: {done.stderr.strip()[-500:]}")
     return {"spark.jars": ",".join(str(p) for p in jars)}
+
+
+def fetch_command(store: str, python: str = sys.executable) -> list[str]:
+    """The command that fetches `store`'s connector into this environment's cache (`main`), run by `python`."""
+    return [python, "-m", "optimizer.store_jars", store]
 
 
 def _read_store_jars(store: str) -> list[Path] | None:
@@ -130,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m optimizer.store_jars", description="cache a store's connector")
     parser.add_argument("store", choices=sorted(STORES), help="the object store whose connector to fetch")
     args = parser.parse_args(argv)
-    return delta_jars.report(f"the {args.store} connector's", lambda: fetch_store(args.store))
+    return delta_jars.report(lambda: fetch_store(args.store), lambda: f"the {args.store} connector's")
 
 
 if __name__ == "__main__":

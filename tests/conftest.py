@@ -65,7 +65,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     except SparkRuntimeError:  # no Hadoop line to fetch for: the tests report it themselves
         return
     if not cached:
-        command = [sys.executable, "-m", "optimizer.store_jars", "s3a"]
+        command = store_jars.fetch_command("s3a")
         quiet = subprocess.DEVNULL
         config.stash[STORE_FETCH] = subprocess.Popen(command, stdout=quiet, stderr=quiet, start_new_session=True)
 

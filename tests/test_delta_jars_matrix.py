@@ -5,6 +5,7 @@ does not already have that module. A fake PySpark jars directory and cache stand
 
 from __future__ import annotations
 
+import sys
 import zipfile
 from pathlib import Path
 
@@ -198,6 +199,34 @@ def test_a_connector_cache_whose_fetch_was_stopped_is_not_taken(monkeypatch, tmp
     assert store_jars.cached_store_jars("s3a") is None
     fetched_store("3.4.1", monkeypatch, tmp_path)  # the next fetch resolves again and completes
     assert store_jars.cached_store_jars("s3a") is not None
+
+
+def test_a_session_without_the_connector_fetches_it_with_the_command_that_fetches_it(monkeypatch, tmp_path):
+    """`store_conf` runs the connector's fetch in a child process (a session may already run here), the same
+    command the test run and the version matrix start ahead: that command reaches `fetch_store`."""
+    import subprocess
+
+    monkeypatch.setenv(delta_jars.JARS_ENV, str(tmp_path / "ivy"))
+    monkeypatch.setattr(store_jars, "hadoop_version", lambda: "3.4.1")
+    monkeypatch.setattr(delta_jars, "spark_jars_dir", lambda: tmp_path / "no-jars", raising=False)
+    connector = store_jars.store_home("s3a") / "jars" / "org.apache.hadoop_hadoop-aws-3.4.1.jar"
+    assert connector.is_relative_to(tmp_path)
+    commands: list[list[str]] = []
+
+    def child(command: list[str], **_: object) -> subprocess.CompletedProcess:
+        commands.append(command)
+        jar(connector)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(subprocess, "run", child)
+    assert store_jars.store_conf("s3a") == {"spark.jars": str(connector)}
+    (command,) = commands
+    assert command == store_jars.fetch_command("s3a")
+    python, flag, module, *argv = command
+    assert (python, flag, module) == (sys.executable, "-m", store_jars.__name__)  # this environment's cache
+    fetched: list[str] = []
+    monkeypatch.setattr(store_jars, "fetch_store", lambda store: fetched.append(store) or [connector])
+    assert store_jars.main(argv) == 0 and fetched == ["s3a"]
 
 
 def test_a_fetch_and_a_reader_wait_for_a_resolution_in_progress_and_take_its_jars(monkeypatch, tmp_path):

@@ -42,27 +42,36 @@ def tick(step: int, action: str, *, paid: bool) -> Tick:
 
 
 def result(scenario: Scenario, ticks: list[Tick], *, peers: bool) -> dict:
-    copies = {c: {"mean_files": 2.5, "total_files": 10, "unknown": 0} for c in COPIES}
+    """A scenario's results, each copy's figures its own: copy k (none 0, manual 1, service 2, Delta's
+    ZORDER BY 3) kept k+1 files in DuckDB and read k+1 MB in Spark's scan."""
+    names = (*COPIES, "zorder") if peers else COPIES
+    copies = {c: {"mean_files": k + 1.0, "total_files": 10, "unknown": k % 2} for k, c in enumerate(names)}
     out: dict = {"scenario": scenario, "ticks": ticks, "increment": 6e6, "target": 1e6, "peers": {}}
-    out["duckdb"] = {"copies": copies, "errors": {}}
+    out["duckdb"] = {"copies": copies, "errors": {"Invalid Input Error": 2} if peers else {}}
     out["granularity"] = Granularity()
     if peers:
-        scans = {c: {"files": 3.0, "total_files": 10, "mb": 2.0, "deltaopt_column_mb": 1.0,
-                     "standard_column_mb": 1.5} for c in (*COPIES, "zorder")}  # fmt: skip
-        out["spark_scans"] = scans
+        out["spark_scans"] = {
+            c: {"files": k + 1.5, "total_files": 10, "mb": k + 1.0, "deltaopt_column_mb": k + 0.25,
+                "standard_column_mb": k + 0.75}
+            for k, c in enumerate(names)
+        }  # fmt: skip
         out["peers"] = {"zorder": [{"seconds": 9.0, "bytes_added": 8 * MB, "rewrote_clustered": True}]}
         out["peer_columns"] = ("l_shipdate", "l_quantity")
-        summary = kept_over_bound([(1.0, 4.0)], [0.125])
-        out["kept_over_bound"] = {"service": summary, "zorder": summary}
+        out["kept_over_bound"] = {
+            "service": kept_over_bound([(1.0, 4.0), (1.0, 4.0)], [0.125, 0.25]),  # 2x and 1x
+            "zorder": kept_over_bound([(2.0, 4.0), (2.0, 4.0)], [0.125, 0.25]),  # 4x and 2x
+        }
     return out
 
 
 def test_the_report_states_each_tick_the_readers_the_race_and_the_verdict():
     filtered = Scenario("filtered stream", 60, True, "optimise", peers=True)
     unfiltered = Scenario("unfiltered stream", 60, False, "skip: nothing to skip")
+    merged = tick(2, "optimize", paid=True)
+    merged.decision["merge"] = {"taken": True, "runs": [1, 2], "estimate": {"cost": {"seconds": 20.0}}}
     body = render(
         [
-            result(filtered, [tick(1, "optimize", paid=True), tick(2, "skip", paid=True)], peers=True),
+            result(filtered, [tick(1, "optimize", paid=True), merged, tick(3, "skip", paid=True)], peers=True),
             result(unfiltered, [tick(1, "skip", paid=False)], peers=False),
         ],
         scale=0.3,
@@ -75,18 +84,26 @@ def test_the_report_states_each_tick_the_readers_the_race_and_the_verdict():
     # tick 1: the decision's estimate, the estimated / measured MB after, the realised benefit / job seconds
     assert "| 1 | optimize | 12.5 | 40.0 | 30.0 / 10.0 | 480 (60/h) | 0.80 | 1.10 / 1.00 | 20.0 | 30.0 | yes | " \
         "45.0 / 15.0 | 3.0 |" in filtered_part  # fmt: skip
-    assert "| 2 | skip |" in filtered_part
+    # tick 2 merged earlier runs: the estimate shown is the merged job's (its cost, no benefit figures)
+    assert "| 2 | optimize + 2 run(s) | 20.0 | - | - | - | - |" in filtered_part
+    assert "| 3 | skip |" in filtered_part
     assert "| 1 | 3.00 | 2.00 | 1.00 | 6.00 | 5.00 | 4.00 | 4/10 | 3/10 | 2/10 |" in filtered_part
-    assert "none 2.5/10, manual 2.5/10, service 2.5/10" in filtered_part
+    assert "none 1.0/10, manual 2.0/10 (1 unknown), service 3.0/10, zorder 4.0/10 (1 unknown)" in filtered_part
+    assert "Unknown counts are the extension's errors: {'Invalid Input Error': 2}" in filtered_part
     assert "n/a (no filters: every file is read)" in unfiltered_part
-    # the race: the service's one rewrite wrote 7 MB, Delta's ZORDER BY re-clustered old data once
-    assert "| service | 1 | 15.0 | 7.0 | 0 |" in filtered_part
-    assert "| Delta ZORDER BY | 1 | 9.0 | 8.0 | 1 |" in filtered_part
+    assert "Unknown counts" not in unfiltered_part
+    # the race: rewrites (count, seconds, MB written, re-clustering ones), Spark's scan, both readers, DuckDB
+    assert "| none | 0 | 0.0 | 0.0 | 0 | 1.5/10 | 1.00 | 0.25 | 0.75 | 1.0/10 |" in filtered_part
+    assert "| manual | 3 | 60.0 | - | 0 | 2.5/10 | 2.00 | 1.25 | 1.75 | 2.0/10 |" in filtered_part
+    assert "| service | 2 | 30.0 | 14.0 | 0 | 3.5/10 | 3.00 | 2.25 | 2.75 | 3.0/10 |" in filtered_part
+    assert "| Delta ZORDER BY | 1 | 9.0 | 8.0 | 1 | 4.5/10 | 4.00 | 3.25 | 3.75 | 4.0/10 |" in filtered_part
     assert "(l_shipdate, l_quantity)" in filtered_part and "Against Delta's own layouts" in filtered_part
-    assert "Against Delta's own layouts" not in unfiltered_part
-    assert "optimised on 1 of 2 ticks, 1 of which paid off" in filtered_part
+    assert "| service | 1.41 | 2.00 | 2 | 0 | 25.0% |" in filtered_part  # what a min/max reader keeps
+    assert "| Delta ZORDER BY | 2.83 | 4.00 | 2 | 0 | 50.0% |" in filtered_part
+    assert "Against Delta's own layouts" not in unfiltered_part and "min/max reader keeps" not in unfiltered_part
+    assert "optimised on 2 of 3 ticks, 2 of which paid off" in filtered_part
     assert "skipped 1, 1 of which a manual optimise of that append would have paid off" in filtered_part
-    assert "estimated/measured bytes per query after: 1.10" in filtered_part
+    assert "estimated/measured bytes per query after: 1.10, 1.10" in filtered_part
     assert "optimised on 0 of 1 ticks" in unfiltered_part and "skipped 1, 0 of which" in unfiltered_part
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from optimizer import store_jars
+
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = (
     "tests/matrix",
@@ -115,9 +117,10 @@ def build(pair: Pair, log: Path) -> Path:
         raise BuildError(f"failed: {' '.join(step)}")
     if _installed(python, "pyspark") != pair.pyspark:
         raise BuildError(f"`pip install -e {extras}` replaced PySpark {pair.pyspark}")
-    for fetch in (["optimizer.delta_jars"], ["optimizer.store_jars", "s3a"]):  # cached before any test
-        if _run([str(python), "-m", *fetch], log) != 0:
-            raise BuildError(f"python -m {' '.join(fetch)} failed")
+    # Delta's jars and the S3A connector, cached before any test
+    for fetch in ([str(python), "-m", "optimizer.delta_jars"], store_jars.fetch_command("s3a", str(python))):
+        if _run(fetch, log) != 0:
+            raise BuildError(f"{' '.join(fetch)} failed")
     stamp.touch()
     return python
 
