@@ -66,7 +66,8 @@ def phase_one(count: int, seed: int) -> list[str]:
 
 def phase_two(scale: float) -> Callable[[int, int], list[str]]:
     """The second family's generator for a table of `scale` (key ranges are 1% of the key space)."""
-    parts, suppliers = max(int(200_000 * scale), 100), max(int(10_000 * scale), 10)
+    parts = max(int(200_000 * scale), 100)
+    suppliers = max(int(10_000 * scale), 10)
 
     def generate(count: int, seed: int) -> list[str]:
         rng = random.Random(seed)

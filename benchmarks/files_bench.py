@@ -221,9 +221,19 @@ def run(work: Path, scale: float, target: int, parts: int) -> str:
     wall, peak, _ = run_measured([sys.executable, "-c", zorder], env)
     runs["delta-rs"] = (wall, peak)
     command = [
-        sys.executable, "-m", "optimizer.cli", "optimize", "--table", str(copies["deltaopt"]),
-        "--z", ",".join(FEATURES), "--target-file-size", str(target), "--all-files", "--json",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "optimizer.cli",
+        "optimize",
+        "--table",
+        str(copies["deltaopt"]),
+        "--z",
+        ",".join(FEATURES),
+        "--target-file-size",
+        str(target),
+        "--all-files",
+        "--json",
+    ]
     wall, peak, _ = run_measured(command, env)
     runs["deltaopt"] = (wall, peak)
 

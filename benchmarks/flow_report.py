@@ -201,8 +201,7 @@ def verdict(ticks: Sequence[Tick]) -> str:
     by what optimising that append would have realised (the manual copy's run)."""
     optimised = [t for t in ticks if t.decision.get("action") == "optimize"]
     skipped = [t for t in ticks if t.decision.get("action") == "skip"]
-    paid = [t for t in optimised if t.service_benefit is not None and t.service_seconds is not None
-            and t.service_benefit > t.service_seconds]  # fmt: skip
+    paid = [t for t in optimised if _paid_off(t)]
     missed = [t for t in skipped if t.pays_off]
     errors = [t.estimated_after / t.measured_after for t in ticks if t.estimated_after is not None and t.measured_after]
     accuracy = f"; estimated/measured bytes per query after: {', '.join(f'{e:.2f}' for e in errors)}" if errors else ""
@@ -211,6 +210,13 @@ def verdict(ticks: Sequence[Tick]) -> str:
         f"(realised saving at the true rate over the horizon > the job's seconds); skipped {len(skipped)}, "
         f"{len(missed)} of which a manual optimise of that append would have paid off{accuracy}."
     )
+
+
+def _paid_off(t: Tick) -> bool:
+    """The service's job saved more at the true rate than it took (both measured)."""
+    if t.service_benefit is None or t.service_seconds is None:
+        return False
+    return t.service_benefit > t.service_seconds
 
 
 def save_raw(results: Sequence[dict], path: Path) -> None:

@@ -106,7 +106,8 @@ def standard_readers(spark, layouts, plan, count: int) -> dict[str, tuple[float,
     from benchmarks.spark_reader import SparkDeltaReader
     from benchmarks.standard_reader import DuckDBReader
 
-    reader, duck = SparkDeltaReader(spark), DuckDBReader()
+    reader = SparkDeltaReader(spark)
+    duck = DuckDBReader()
     out = {}
     try:
         for name, lineitem, _ in layouts:

@@ -91,8 +91,10 @@ def phases(args: argparse.Namespace) -> list[Phase]:
     """The stream before the shift, after it, and the same stream held stable."""
     first: Stream = lambda count, seed: tpch.lineitem_queries(count, seed=seed)  # noqa: E731
     second: Stream = phase_two(args.scale)
-    held_first, held_second = held_out(first(args.held_out, 999)), held_out(second(args.held_out, 998))
-    judged_first, judged_second = held_out(first(args.judged, 997)), held_out(second(args.judged, 996))
+    held_first = held_out(first(args.held_out, 999))
+    held_second = held_out(second(args.held_out, 998))
+    judged_first = held_out(first(args.judged, 997))
+    judged_second = held_out(second(args.judged, 996))
     return [
         Phase("initial", args.initial, first, held_first, judged_first),
         Phase("shift", args.shift, second, held_second, judged_second),

@@ -137,7 +137,8 @@ def check_bytes(ticks: Sequence[dict[str, Any]]) -> tuple[str, str]:
     """(b) reads at most 1.05x (a)'s bytes (both standard readers) with no more cluster-seconds."""
     t = totals(ticks)
     a, b = t["expert"], t["service"]
-    minmax, spark = _ratio(b["minmax_mb"], a["minmax_mb"]), _ratio(b["spark_mb"], a["spark_mb"])
+    minmax = _ratio(b["minmax_mb"], a["minmax_mb"])
+    spark = _ratio(b["spark_mb"], a["spark_mb"])
     met = minmax <= BYTES_LIMIT and spark <= BYTES_LIMIT and b["seconds"] <= a["seconds"]
     return _said(met), (
         f"(b) read {minmax:.2f}x (a)'s Delta min/max column bytes and {spark:.2f}x its Spark Delta scan bytes per "
@@ -156,7 +157,8 @@ def check_key_change(result: dict[str, Any]) -> tuple[str, str]:
     changes = [c for c in key_changes(ticks) if c["step"] >= start]
     if not changes:
         last = after_shift[-1]["service"]["liquid"]
-        kept, wanted = ", ".join(last.get("keys") or []), ", ".join(last.get("wanted") or [])
+        kept = ", ".join(last.get("keys") or [])
+        wanted = ", ".join(last.get("wanted") or [])
         return "not met", (
             f"no key change in the {len(after_shift)} ticks after the shift: (b) kept ({kept}); the workload wanted "
             f"({wanted}) on {last.get('wanted_ticks')} ticks running"

@@ -89,7 +89,8 @@ class Coded:
         values = self.distinct[comparison.column]
         out = np.zeros(low.shape, dtype=bool)
         for value in comparison.values:
-            below, through = bisect.bisect_left(values, value), bisect.bisect_right(values, value)
+            below = bisect.bisect_left(values, value)
+            through = bisect.bisect_right(values, value)
             out |= {
                 "<": low < below,
                 "<=": low < through,

@@ -185,7 +185,8 @@ def run_case(spark: Any, bases: rc.Bases, case: Case, work: Path, control: bool 
     """One case: the truth, the race, the checks; a row of the report."""
     started = time.perf_counter()
     label = f"{len(list(work.iterdir())):03d}"
-    race_path, truth = bases.copy(case.shape, work / f"{label}-race"), bases.copy(case.shape, work / f"{label}-truth")
+    race_path = bases.copy(case.shape, work / f"{label}-race")
+    truth = bases.copy(case.shape, work / f"{label}-truth")
     start_version = open_table(race_path).snapshot().version
     with session_conf(spark, {rc.TZ_CONF: case.tz}):
         try:

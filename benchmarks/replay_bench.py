@@ -256,9 +256,15 @@ def replay(
 
 
 def _maintain(
-    spark: Any, result: Replay, copies: dict[str, dict[str, TableAccess]], config: Config, ctx: Any, b: int,
-    now: datetime, progress: Any,
-) -> None:  # fmt: skip
+    spark: Any,
+    result: Replay,
+    copies: dict[str, dict[str, TableAccess]],
+    config: Config,
+    ctx: Any,
+    b: int,
+    now: datetime,
+    progress: Any,
+) -> None:
     """Each strategy's work after batch `b`'s insert."""
     from optimizer.service.service import run_once
 

@@ -164,12 +164,20 @@ def plots(result: Replay, directory: Path, name: str) -> list[Path]:
     for ax, table_name in zip(axes, TABLES, strict=True):
         for i, s in enumerate(STRATEGIES):
             color = f"C{i}"
-            scans = [[x for x in result.scans if x.strategy == s and x.batch == b and x.table == table_name]
-                     for b in range(result.batches)]  # fmt: skip
+            scans = [
+                [x for x in result.scans if x.strategy == s and x.batch == b and x.table == table_name]
+                for b in range(result.batches)
+            ]
             scans = [[x for x in b if x.standard_files is not None] for b in scans]  # both readers, same scans
             ax.plot(batches, [_mean(b, "files_kept") for b in scans], marker="o", color=color, label=f"{s}: deltaopt")
-            ax.plot(batches, [_mean(b, "standard_files") for b in scans], marker="x", linestyle="--", color=color,
-                    label=f"{s}: DuckDB")  # fmt: skip
+            ax.plot(
+                batches,
+                [_mean(b, "standard_files") for b in scans],
+                marker="x",
+                linestyle="--",
+                color=color,
+                label=f"{s}: DuckDB",
+            )
         ax.set(xlabel="batch", ylabel="files scanned per scan", title=table_name)
     axes[0].legend(fontsize=7)
     fig.suptitle("Files scanned per scan: deltaopt's pruning (solid) vs DuckDB's Delta extension (dashed)")

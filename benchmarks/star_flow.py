@@ -170,7 +170,8 @@ def final_readers(
     from benchmarks.spark_reader import SparkDeltaReader
     from benchmarks.standard_reader import DuckDBReader
 
-    spark_reader, duck = SparkDeltaReader(spark), DuckDBReader()
+    spark_reader = SparkDeltaReader(spark)
+    duck = DuckDBReader()
     out: dict[str, Any] = {}
     try:
         for name, uri in copies.items():

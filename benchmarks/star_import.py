@@ -119,7 +119,8 @@ def timed_import(spark: Any, log: QueryLogTable, history: Path, context: SqlCont
     the capture's own work, which other load on a shared machine does not inflate), the deriver's
     counters, the jobs."""
     spark.sparkContext.setJobGroup(group, f"benchmark {group}")
-    started, cpu = time.perf_counter(), time.process_time()
+    started = time.perf_counter()
+    cpu = time.process_time()
     report = import_history(log, history, context)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))

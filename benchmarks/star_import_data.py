@@ -228,7 +228,8 @@ def _brand_nation(rng: random.Random) -> Drawn:
 
 def _brand_range(rng: random.Random) -> Drawn:
     """Q2.2-like: a range of brands of one manufacturer and the suppliers of a region (an IN list)."""
-    maker, first = rng.randint(1, 5), rng.randint(1, 4)
+    maker = rng.randint(1, 5)
+    first = rng.randint(1, 4)
     brands = _c("p_brand").between(
         exp.Literal.string(f"Brand#{maker}{first}"), exp.Literal.string(f"Brand#{maker}{rng.randint(first, 5)}")
     )

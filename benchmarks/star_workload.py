@@ -45,7 +45,8 @@ def _brand(rng: random.Random) -> str:
 
 
 def _month(rng: random.Random) -> str:
-    year, month = rng.randint(1992, 1998), rng.randint(1, 12)
+    year = rng.randint(1992, 1998)
+    month = rng.randint(1, 12)
     end = f"{year + month // 12}-{month % 12 + 1:02d}-01"
     return f"l_shipdate >= DATE '{year}-{month:02d}-01' AND l_shipdate < DATE '{end}'"
 

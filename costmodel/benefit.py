@@ -63,11 +63,21 @@ class Compression:
         """Overall ratio, columns weighted by `weights` (equally when there are none)."""
         return _weighted(self.ratios, self.weights)
 
+    @property
+    def compaction_ratio(self) -> float:
+        """The compaction term over all columns, weighted as `ratio`."""
+        return _weighted(self.compaction, self.weights)
+
+    @property
+    def clustering_ratio(self) -> float:
+        """The clustering term over all columns, weighted as `ratio`."""
+        return _weighted(self.clustering, self.weights)
+
     def as_dict(self) -> dict[str, object]:
         return {
             "ratio": round(self.ratio, 4),
-            "compaction": round(_weighted(self.compaction, self.weights), 4),
-            "clustering": round(_weighted(self.clustering, self.weights), 4),
+            "compaction": round(self.compaction_ratio, 4),
+            "clustering": round(self.clustering_ratio, 4),
             "codec_before": self.codec_before,
             "codec_after": self.codec_after,
             "sample_bytes_before": self.sample_bytes_before,

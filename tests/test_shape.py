@@ -1,7 +1,7 @@
 """The code's shape limits (docs/ARCHITECTURE.md, "Conventions"): a module past ~420 lines is two concepts (a
 benchmark's too), a product function past 60 lines is two steps, and past 5 positional parameters its call
 sites cannot be read without the definition (options go keyword-only). The line limit is not met by packing:
-no `a, b = f(), g()` and no `# fmt: skip` except on data laid out in rows."""
+no `a, b = f(), g()` and no `# fmt: skip` except on data laid out in rows, benchmarks included."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("querylog", "costmodel", "optimizer")
+WITH_BENCHMARKS = (*PACKAGES, "benchmarks")  # module length and packing; the function limits are the product's
 MAX_MODULE_LINES = 420
 MAX_FUNCTION_LINES = 60
 MAX_POSITIONAL = 5
@@ -38,7 +39,7 @@ def positional(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
 def test_no_module_past_the_limit():
     long = {
         str(p.relative_to(ROOT)): n
-        for package in (*PACKAGES, "benchmarks")
+        for package in WITH_BENCHMARKS
         for p in (ROOT / package).rglob("*.py")
         if (n := p.read_text().count("\n")) > MAX_MODULE_LINES
     }
@@ -110,7 +111,7 @@ def unjustified_fmt_skips(source: str) -> list[int]:
 
 def test_no_statement_packed_to_meet_a_limit():
     packed = []
-    for package in PACKAGES:
+    for package in WITH_BENCHMARKS:
         for path in sorted((ROOT / package).rglob("*.py")):
             source = path.read_text()
             where = str(path.relative_to(ROOT))

@@ -62,8 +62,8 @@ def _print_decision(name: str, decision: Decision) -> None:
     )
     older = decision.outside_window
     if older is not None and older.count:
-        o = older.as_dict()
-        print(f"  outside the workload window: {o['count']} logged scans ({o['first']} .. {o['last']})")
+        span = " .. ".join(str(t.isoformat() if t else None) for t in (older.first, older.last))
+        print(f"  outside the workload window: {older.count} logged scans ({span})")
     if decision.cost and decision.benefit:
         print(f"  cost: {decision.cost.seconds:.1f} cluster-s ({decision.cost.terms})")
         _print_benefit(decision.benefit)
@@ -92,10 +92,9 @@ def _print_benefit(b: BenefitEstimate) -> None:
         )
     if b.compression is not None:
         c = b.compression
-        figures = c.as_dict()
         print(
             f"  stored bytes x{c.ratio:.3f} ({c.codec_before} -> {c.codec_after}): compaction "
-            f"x{figures['compaction']}, clustering x{figures['clustering']}"
+            f"x{round(c.compaction_ratio, 4)}, clustering x{round(c.clustering_ratio, 4)}"
         )
     for name, seen in b.readers.items():
         print(
