@@ -120,12 +120,13 @@ class OlderRecords:
     first: datetime | None
     last: datetime | None
 
+    def period(self) -> tuple[str | None, str | None]:
+        """The first and last instants in ISO 8601 (None where unknown), as the record and the CLI show them."""
+        return (self.first.isoformat() if self.first else None, self.last.isoformat() if self.last else None)
+
     def as_dict(self) -> dict[str, object]:
-        return {
-            "count": self.count,
-            "first": self.first.isoformat() if self.first else None,
-            "last": self.last.isoformat() if self.last else None,
-        }
+        first, last = self.period()
+        return {"count": self.count, "first": first, "last": last}
 
 
 class QueryLogTable(_DeltaStore):

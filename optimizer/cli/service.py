@@ -62,8 +62,8 @@ def _print_decision(name: str, decision: Decision) -> None:
     )
     older = decision.outside_window
     if older is not None and older.count:
-        span = " .. ".join(str(t.isoformat() if t else None) for t in (older.first, older.last))
-        print(f"  outside the workload window: {older.count} logged scans ({span})")
+        first, last = older.period()
+        print(f"  outside the workload window: {older.count} logged scans ({first} .. {last})")
     if decision.cost and decision.benefit:
         print(f"  cost: {decision.cost.seconds:.1f} cluster-s ({decision.cost.terms})")
         _print_benefit(decision.benefit)
