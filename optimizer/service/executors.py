@@ -97,7 +97,11 @@ def liquid_refusal(
 
 class Executor(Protocol):
     name: str
-    capabilities: Capabilities  # what the job's session can do (predicted): which rewrite path it takes
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the job's session can do: which rewrite path the job takes (`rewrite_path.choose_path`)."""
+        ...
 
     def run(self, request: OptimizeRequest) -> JobOutcome: ...
 
@@ -110,7 +114,14 @@ class SparkExecutor:
     ) -> None:
         self.name = name
         self._session = session
-        self.capabilities = capabilities or Capabilities(session=True, jvm=True, delta=None)
+        self._given = capabilities  # a stand-in's; None: the session's own, probed when asked
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The session's own (`Capabilities.of_session`), probed each time: the job runs in that session and
+        `rewrite_path.open_path` chooses its path from the same probe. Settings would only predict them: a
+        driver attached to a cluster is built with ``spark.delta: off`` and has the cluster's Delta."""
+        return self._given or Capabilities.of_session(self._session())
 
     def _keys(self, table: TableAccess) -> Callable[[], Sequence[str] | None]:
         """The table's clustering keys, read with this executor's session when a refusal names them."""

@@ -77,15 +77,14 @@ def made_from(table: TableSettings, config: Config, cost_model: CostModel) -> tu
 
 def verdict_key(table: TableSettings, config: Config, cost_model: CostModel, versions: Versions) -> str:
     """What a verdict was made from: the table's and the query log's versions, the table's settings,
-    whether the service only logs (dry run), where its jobs run (the estimate prices what the executor
-    can apply), and the cost model."""
+    whether the service only logs (dry run), where its jobs run and the service's own session's settings
+    (the estimate prices what the executor can apply), and the cost model."""
     inputs: dict[str, Any] = {
         "versions": list(versions),
         "table": table.model_dump(mode="json"),
         "execution": config.execution.model_dump(mode="json"),
-        "commit": config.spark.commit,
+        "spark": config.spark.model_dump(mode="json"),  # the session a local job runs in: its Delta, its engine
         "dry_run": config.service.dry_run,
-        "connect": config.spark.connect_url,
         "cost_model": asdict(cost_model),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:32]

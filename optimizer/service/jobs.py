@@ -27,7 +27,7 @@ from optimizer.service.realised import track_job
 from optimizer.service.record import JobRecord, TickRecord
 from optimizer.service.state import RunInProgress, TableState
 from optimizer.table.access import commit_of_run
-from optimizer.table.rewrite_path import HISTORY_CHECKED
+from optimizer.table.rewrite_path import HISTORY_CHECKED, LaidOutBy, choose_path
 from optimizer.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -35,10 +35,12 @@ if TYPE_CHECKING:
 
     from optimizer.analysis.context import TableContext
     from optimizer.config import TableSettings
+    from optimizer.config_types import LiquidMode
     from optimizer.estimate.record import Decision
     from optimizer.service.context import ServiceContext
     from optimizer.skipping.extended import ExtendedStats
     from optimizer.table.access import Commit, Snapshot
+    from optimizer.table.protocol import TableFeatures
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,23 @@ def job_for(table: TableSettings, ctx: ServiceContext, commits: list[Commit]) ->
 def sql_only(job: Job) -> bool:
     """Whether the job runs as Delta's own OPTIMIZE driven by SQL (only plain-column Z features apply)."""
     return not isinstance(job, JobSubmissionError) and job[0].capabilities.sql_only
+
+
+def delta_cannot_cluster(job: Job, features: TableFeatures, *, uri: str, liquid: LiquidMode) -> str | None:
+    """Why the job could not run Delta's OPTIMIZE of the liquid table with `features`: the path
+    `rewrite_path.choose_path` gives the executor's session (``spark.commit: delta-rs``, no Delta engine in
+    its JVM) is not Delta's clustering, so the job would be refused as it starts. None: Delta clusters it,
+    or there is no executor (that failure is the job's, reported when the tick would run one)."""
+    if isinstance(job, JobSubmissionError):
+        return None
+    executor = job[0]
+    try:
+        path = choose_path(executor.capabilities, features, liquid=liquid, uri=uri)
+    except DeltaOptError as err:
+        return f"the {executor.name} executor cannot run Delta's OPTIMIZE: {err}"
+    if path.laid_out_by is not LaidOutBy.DELTA_LIQUID:  # a guard: choose_path refuses a liquid table otherwise
+        return f"the {executor.name} executor would not run Delta's OPTIMIZE: {path.why}"
+    return None
 
 
 def history_start(state: TableState, snapshot: Snapshot) -> int:

@@ -248,7 +248,7 @@ def choose_executor(
         return ConnectExecutor(execution.connect_url, commit=spark_settings.commit), why
     reason = f"data written by {engine or 'an unknown engine'}" if mode == "auto" else "execution.mode is local"
     where = f"Spark Connect at {spark_settings.connect_url}" if spark_settings.connect_url else "in-process Spark"
-    return SparkExecutor("local", local, Capabilities.predicted(spark_settings)), f"{reason}: {where}"
+    return SparkExecutor("local", local), f"{reason}: {where}"
 
 
 def chosen_executor(

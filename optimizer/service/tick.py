@@ -45,7 +45,15 @@ from optimizer.service.drift import plan_recluster
 from optimizer.service.executors import SparkExecutor
 from optimizer.service.fleet import Candidate, TickSlot
 from optimizer.service.idle import made_from, repeated_reason, standing, verdict_after
-from optimizer.service.jobs import JobStart, estimate_as_run, history_start, job_for, settle_run, sql_only
+from optimizer.service.jobs import (
+    JobStart,
+    delta_cannot_cluster,
+    estimate_as_run,
+    history_start,
+    job_for,
+    settle_run,
+    sql_only,
+)
 from optimizer.service.liquid import Operation, Streak, plan_liquid
 from optimizer.service.merge import plan_merge
 from optimizer.service.realised import measure, track_settled
@@ -286,6 +294,10 @@ class TickRun:
         setting says of later jobs."""
         draft = self.draft
         mode = self.ctx.config.liquid_for(self.table)
+        refused = delta_cannot_cluster(job(), snapshot.features, uri=self.table.path, liquid=mode)
+        if refused is not None:  # the path its job would take, read before any estimate
+            draft.action, draft.reason = Verdict.SKIP, refused
+            return state.with_(liquid_wanted=(), liquid_streak=0)  # a key change needs ticks that priced it
         with self.ctx.estimate_slots:
             streak = Streak(state.liquid_wanted, state.liquid_streak)
             plan = plan_liquid(context, snapshot, index, mode=mode, streak=streak, full_allowed=_local(job()))

@@ -40,7 +40,6 @@ from optimizer.table.rewrite import COMMIT_CONF, CommitEngine, Committer
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from optimizer.config_compute import SparkSettings
     from optimizer.table.access import Snapshot, TableAccess
     from optimizer.table.deltars_commit import DeltaTableHandle
 
@@ -79,31 +78,30 @@ class Capabilities:
             return cls.connect()
         return cls(session=True, jvm=True, delta=PACKAGES[-1])
 
-    @classmethod
-    def predicted(cls, settings: SparkSettings) -> Capabilities:
-        """What the service's own session will be able to do, from its settings (no session started)."""
-        if settings.connect_url is not None:
-            return cls.connect(settings.commit)
-        delta = None if settings.delta == "off" else PACKAGES[0]
-        return cls(session=True, jvm=True, delta=delta, forced=settings.commit)
-
     def engine(self) -> CommitEngine:
         """Who commits: Delta's transaction when its classes are in the session's JVM, Delta's SQL commands
         when there is no JVM (Spark Connect), delta-rs without a session, where the configuration forces it,
         or where the session has a JVM without Delta. Raises `SparkRuntimeError` when delta-spark is
         forced and there is no Delta engine in a JVM the session reaches."""
-        if not self.session or self.forced == "delta-rs":
-            return "delta-rs"
+        return self.engine_and_why()[0]
+
+    def engine_and_why(self) -> tuple[CommitEngine, str]:
+        """`engine`, and why in the words of the setting or session that decides it (a refusal names it)."""
+        if not self.session:
+            return "delta-rs", "no Spark session"
+        if self.forced == "delta-rs":
+            return "delta-rs", "spark.commit is delta-rs"
         if not self.jvm:
-            return "delta-sql"
+            return "delta-sql", "Spark Connect: only SQL reaches the cluster"
         if self.delta is not None:
-            return "delta-spark"
+            return "delta-spark", f"Delta's engine ({self.delta}) is in the session's JVM"
         if self.forced == "delta-spark":
             raise SparkRuntimeError(
                 "spark.commit is delta-spark but this session has no Delta engine in a JVM it can reach "
                 "(Spark Connect, or a cluster without the io.delta jars)"
             )
-        return "delta-rs"
+        missing = "the session's JVM has no Delta engine (spark.delta: off, or no io.delta jars on its cluster)"
+        return "delta-rs", missing
 
     @property
     def sql_only(self) -> bool:
@@ -194,8 +192,13 @@ def choose_path(
     `SparkRuntimeError` (delta-spark forced without Delta) or `UnsupportedTableError` (a feature deltaopt
     does not know, a liquid table where Delta's engine is not there to cluster it, a feature only Delta
     honours without Delta), before any work."""
-    engine = capabilities.engine()
+    engine, engine_why = capabilities.engine_and_why()
     laid_out_by, why = _laid_out_by(engine, features)
+    if laid_out_by is LaidOutBy.DELTAOPT and features.clustered and not features.unknown():
+        raise UnsupportedTableError(
+            f"{uri} is liquid-clustered and only Delta's OPTIMIZE clusters it, but this session commits by "
+            f"{engine} ({engine_why}); nothing was read or written"
+        )
     if laid_out_by is LaidOutBy.DELTAOPT:
         check_rewritable(features, uri, delta_engine=engine == "delta-spark")
     return RewritePath(

@@ -21,10 +21,11 @@ pytestmark = pytest.mark.spark
 
 
 class RemoteStandIn:
-    """What `ConnectExecutor` and `DatabricksExecutor` start on the cluster: the CLI's optimize."""
+    """What `DatabricksExecutor` starts on a classic cluster: the CLI's optimize, beside the cluster's Delta
+    (not SQL only: the estimate prices deltaopt's layout; a liquid table is Delta's to cluster)."""
 
     name = "remote"
-    capabilities = Capabilities(session=True, jvm=True, delta=None)  # a local session: not SQL only
+    capabilities = Capabilities.databricks(serverless=False)
 
     def run(self, request: OptimizeRequest) -> JobOutcome:
         from optimizer.cli.main import main
@@ -73,11 +74,14 @@ class BecomesLiquidAsItStarts:
     before the executor reads the table (the race the check as the job starts cannot close)."""
 
     name = "local"
-    capabilities = Capabilities(session=True, jvm=True, delta=None)  # a local session: not SQL only
 
     def __init__(self, spark, path: str) -> None:
         self.spark, self.path = spark, path
         self.inner = SparkExecutor("local", lambda: spark)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.inner.capabilities  # the test session's, probed as the service's own executor's are
 
     def run(self, request: OptimizeRequest) -> JobOutcome:
         self.spark.sql(f"ALTER TABLE delta.`{self.path}` CLUSTER BY (id)")

@@ -72,12 +72,13 @@ def test_keys_the_user_changed_after_the_decision_are_kept_and_nothing_runs(
 
 
 class RemoteStandIn:
-    """What `ConnectExecutor` runs on a cluster, the CLI's optimize with the request's arguments (here
+    """What a remote executor runs on a cluster, the CLI's optimize with the request's arguments (here
     in-process on the test session), and how it reads a failing run: by its exit status and last line
-    (`remote.remote_failure`)."""
+    (`remote.remote_failure`). Its session is a Databricks classic cluster's: deltaopt beside the
+    cluster's Delta, not SQL only (the test session has Delta too)."""
 
     name = "remote"
-    capabilities = Capabilities(session=True, jvm=True, delta=None)  # a local session: not SQL only
+    capabilities = Capabilities.databricks(serverless=False)
 
     def __init__(self, capsys) -> None:  # type: ignore[no-untyped-def]
         self.capsys = capsys

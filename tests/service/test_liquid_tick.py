@@ -121,24 +121,28 @@ def test_a_cube_with_deleted_rows_is_weighed_as_delta_weighs_it(spark, tmp_path:
     assert predicted == removed_by_last_commit(path)
 
 
-def service_ctx(spark, tmp_path: Path, path: str, liquid: str, **thresholds):  # type: ignore[no-untyped-def]
+def service_ctx(spark, tmp_path: Path, path: str, liquid: str, delta: str = "auto", **thresholds):  # type: ignore[no-untyped-def]
     from optimizer.config import load_config
     from optimizer.service.service import context
 
     data = write_config(tmp_path, [{"name": "events", "path": path, "interval": 5, "liquid": liquid}])
     data["defaults"].update(thresholds)
+    data["spark"]["delta"] = delta
     (tmp_path / "deltaopt.yaml").write_text(yaml.safe_dump(data))
     log_queries(path + "_querylog")
     return context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark)
 
 
-def test_a_table_clustered_by_the_workload_s_keys_is_optimized_by_delta(spark, tmp_path: Path):
+@pytest.mark.parametrize("delta", ["auto", "off"])
+def test_a_table_clustered_by_the_workload_s_keys_is_optimized_by_delta(spark, tmp_path: Path, delta: str):
+    """``spark.delta: off`` is how a driver attached to a cluster is built: the session still has the cluster's
+    Delta, and the tick reads what the session can do, not what the setting predicts."""
     from optimizer.service.tick import tick
 
     path = str(tmp_path / "events")
     liquid_table(spark, path, "x")
     before = rows_of(spark, path)
-    ctx = service_ctx(spark, tmp_path, path, "keep")
+    ctx = service_ctx(spark, tmp_path, path, "keep", delta=delta)
 
     done = tick(ctx.config.tables[0], ctx, NOW)
 
@@ -228,3 +232,37 @@ def test_full_is_refused_for_a_table_that_is_not_liquid(spark, tmp_path: Path, c
 
     assert "not liquid-clustered: OPTIMIZE FULL" in capsys.readouterr().err
     assert operations(spark, path) == committed
+
+
+def test_a_session_that_commits_by_delta_rs_skips_the_liquid_table_and_its_key_streak_starts_again(
+    spark, tmp_path: Path
+):
+    """``spark.commit: delta-rs`` (in the session's conf, as `optimizer.runtime` puts it) leaves no Delta engine
+    to cluster the liquid table: the tick reads the path its job would take and skips before any estimate,
+    naming the setting; the ticks that wanted new keys before it no longer count toward a key change."""
+    from optimizer.service.tick import tick
+    from optimizer.table.rewrite import COMMIT_CONF
+
+    path = str(tmp_path / "events")
+    liquid_table(spark, path, "id")
+    ctx = service_ctx(spark, tmp_path, path, "set", liquid_key_ticks=2, liquid_key_margin=0.0)
+    table = ctx.config.tables[0]
+    assert "1 of the 2 ticks" in tick(table, ctx, NOW).reason
+    append(spark, path, 2)
+    before, committed = rows_of(spark, path), operations(spark, path)
+    spark.conf.set(COMMIT_CONF, "delta-rs")
+    try:
+        skipped = tick(table, ctx, NOW + timedelta(minutes=10))
+    finally:
+        spark.conf.unset(COMMIT_CONF)
+
+    assert skipped.action is Verdict.SKIP, skipped.reason
+    assert "is liquid-clustered and only Delta's OPTIMIZE clusters it" in skipped.reason
+    assert "delta-rs (spark.commit is delta-rs)" in skipped.reason
+    assert skipped.job is None and skipped.liquid is None and skipped.decision is None  # nothing priced
+    assert operations(spark, path) == committed and rows_of(spark, path) == before
+    append(spark, path, 3)
+
+    again = tick(table, ctx, NOW + timedelta(minutes=20))
+
+    assert "1 of the 2 ticks" in again.reason and keys(spark, path) == ["id"]

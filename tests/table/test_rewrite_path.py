@@ -51,7 +51,9 @@ def test_the_path_of_each_session_and_table(capabilities, features, engine, laid
 @pytest.mark.parametrize(
     ("capabilities", "features", "error", "match"),
     [
-        (NO_SESSION, LIQUID, errors.UnsupportedTableError, "liquid-clustered"),
+        (NO_SESSION, LIQUID, errors.UnsupportedTableError, r"liquid-clustered.*delta-rs \(no Spark session\)"),
+        (Capabilities(True, True, DELTA, "delta-rs"), LIQUID, errors.UnsupportedTableError, r"commit is delta-rs"),
+        (JVM_NO_DELTA, LIQUID, errors.UnsupportedTableError, r"liquid-clustered.*JVM has no Delta engine"),
         (NO_SESSION, DV, errors.UnsupportedTableError, "deletionVectors.*no Delta engine"),
         (WITH_DELTA, UNKNOWN_LIQUID, errors.UnsupportedTableError, "futureThing"),
         (Capabilities(True, True, None, "delta-spark"), PLAIN, errors.SparkRuntimeError, "spark.commit is delta-spark"),
@@ -67,15 +69,13 @@ def test_sql_only_is_the_delta_sql_engine():
     assert not Capabilities.connect("delta-rs").sql_only and not WITH_DELTA.sql_only
 
 
-def test_a_prediction_without_delta_but_delta_spark_forced_is_not_sql_only_and_raises_nothing():
-    """The service predicts its local executor's path from settings (`delta: off`, `commit: delta-spark`):
-    not SQL-only, as before issue 50; the refusal is the job's, when it chooses its path."""
-    from optimizer.config import SparkSettings
-
-    predicted = Capabilities.predicted(SparkSettings(delta="off", commit="delta-spark"))
-    assert predicted.sql_only is False
+def test_a_jvm_without_delta_but_delta_spark_forced_is_not_sql_only_and_raises_only_when_the_engine_is_asked():
+    """A local session without Delta where ``spark.commit: delta-spark`` forces it: not SQL only (an estimate
+    may price deltaopt's layout), and the refusal comes when the job chooses its path, naming the setting."""
+    forced = Capabilities(session=True, jvm=True, delta=None, forced="delta-spark")
+    assert forced.sql_only is False
     with pytest.raises(errors.SparkRuntimeError, match=r"spark\.commit is delta-spark"):
-        predicted.engine()
+        forced.engine()
 
 
 @pytest.mark.parametrize(
