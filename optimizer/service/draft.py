@@ -62,6 +62,9 @@ class Draft:
     pending: PendingJob | None = None  # the job decided on, for the fleet queue
     queued: bool = False  # the queue already holds this table's job (a repeated verdict)
     liquid: LiquidPlan | None = None  # a liquid table's plan (`service.liquid`)
+    # decided from what the live session can do (its Delta, its commit setting), which the verdict key
+    # (`idle.verdict_key`, read without Spark) cannot see: never repeated
+    from_session: bool = False
     measured: tuple[Mapping[str, Any], ...] = ()  # earlier jobs this tick's scans measured (`service.realised`)
 
     def record(self, table: TableSettings, now: datetime, *, dry_run: bool, seconds: float) -> TickRecord:

@@ -77,14 +77,17 @@ def made_from(table: TableSettings, config: Config, cost_model: CostModel) -> tu
 
 def verdict_key(table: TableSettings, config: Config, cost_model: CostModel, versions: Versions) -> str:
     """What a verdict was made from: the table's and the query log's versions, the table's settings,
-    whether the service only logs (dry run), where its jobs run and the service's own session's settings
-    (the estimate prices what the executor can apply), and the cost model."""
+    whether the service only logs (dry run), where its jobs run and which Delta and commit engine the
+    service's own session is set up with (the estimate prices what the executor can apply), and the cost
+    model."""
     inputs: dict[str, Any] = {
         "versions": list(versions),
         "table": table.model_dump(mode="json"),
         "execution": config.execution.model_dump(mode="json"),
-        "spark": config.spark.model_dump(mode="json"),  # the session a local job runs in: its Delta, its engine
+        "commit": config.spark.commit,
+        "delta": config.spark.delta_mode,
         "dry_run": config.service.dry_run,
+        "connect": config.spark.connect_url,
         "cost_model": asdict(cost_model),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:32]
@@ -120,11 +123,14 @@ def verdict_after(draft: Draft, table: TableSettings, key: str, now: datetime) -
 
 
 def _repeatable(draft: Draft, table: TableSettings) -> bool:
-    """Whether a tick with the same inputs would decide the same: no job ran (it moved the table), and no
-    drift check was held back by a byte budget (the daily one frees itself over time). A job decided and
+    """Whether a tick with the same inputs would decide the same: no job ran (it moved the table), no
+    drift check was held back by a byte budget (the daily one frees itself over time), and the verdict did
+    not come from what the live session can do (a restart with Delta's jars fixed decides otherwise). A job decided and
     handed to the queue is repeatable: until it starts, the same inputs decide the same job."""
     if draft.pending is not None:
         return True
+    if draft.from_session:
+        return False
     if draft.action not in (Verdict.SKIP, Verdict.OPTIMIZE_DRY_RUN, Verdict.RECLUSTER_DRY_RUN) or draft.job is not None:
         return False
     held_back = draft.recluster is not None and draft.recluster.budget <= 0

@@ -18,7 +18,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from optimizer.clustering.by_delta import KeysChangedError
-from optimizer.errors import KNOWN, CommitConflictError, DeltaOptError, JobSubmissionError
+from optimizer.errors import (
+    KNOWN,
+    CommitConflictError,
+    DeltaOptError,
+    JobSubmissionError,
+    SparkRuntimeError,
+    UnsupportedTableError,
+)
 from optimizer.estimate.decision import estimate
 from optimizer.estimate.liquid import by_delta_zorder
 from optimizer.service.draft import Draft, Job, PendingJob
@@ -67,9 +74,10 @@ def delta_cannot_cluster(job: Job, features: TableFeatures, *, uri: str, liquid:
     if isinstance(job, JobSubmissionError):
         return None
     executor = job[0]
+    capabilities = executor.capabilities  # a session that cannot be reached is the tick's error, not a skip
     try:
-        path = choose_path(executor.capabilities, features, liquid=liquid, uri=uri)
-    except DeltaOptError as err:
+        path = choose_path(capabilities, features, liquid=liquid, uri=uri)
+    except (UnsupportedTableError, SparkRuntimeError) as err:  # its refusals: no Delta engine to cluster it
         return f"the {executor.name} executor cannot run Delta's OPTIMIZE: {err}"
     if path.laid_out_by is not LaidOutBy.DELTA_LIQUID:  # a guard: choose_path refuses a liquid table otherwise
         return f"the {executor.name} executor would not run Delta's OPTIMIZE: {path.why}"

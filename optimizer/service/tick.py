@@ -296,7 +296,7 @@ class TickRun:
         mode = self.ctx.config.liquid_for(self.table)
         refused = delta_cannot_cluster(job(), snapshot.features, uri=self.table.path, liquid=mode)
         if refused is not None:  # the path its job would take, read before any estimate
-            draft.action, draft.reason = Verdict.SKIP, refused
+            draft.action, draft.reason, draft.from_session = Verdict.SKIP, refused, True
             return state.with_(liquid_wanted=(), liquid_streak=0)  # a key change needs ticks that priced it
         with self.ctx.estimate_slots:
             streak = Streak(state.liquid_wanted, state.liquid_streak)

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from py4j.protocol import Py4JError, Py4JJavaError
+
 from optimizer import errors
 from optimizer.table.delta_adapter import DeltaShapes, shapes_for
 
@@ -37,7 +39,8 @@ PACKAGES = ("org.apache.spark.sql.delta", "com.databricks.sql.transaction.tahoe"
 
 
 def delta_classes(spark: SparkSession | None) -> str | None:
-    """The package holding ``DeltaLog`` in `spark`'s JVM, or None (no JVM gateway, or no Delta engine)."""
+    """The package holding ``DeltaLog`` in `spark`'s JVM, or None (no JVM gateway, or no Delta engine).
+    Raises `SparkRuntimeError` when the JVM does not answer (a dead gateway must not read as "no Delta")."""
     jvm = getattr(spark, "_jvm", None) if spark is not None else None
     if jvm is None:
         return None
@@ -46,8 +49,10 @@ def delta_classes(spark: SparkSession | None) -> str | None:
             jvm.java.lang.Class.forName(
                 f"{package}.DeltaLog", False, jvm.java.lang.Thread.currentThread().getContextClassLoader()
             )
-        except Exception:  # ClassNotFoundException arrives as a Py4JJavaError
+        except Py4JJavaError:  # the JVM answered: ClassNotFoundException (or a class that cannot link)
             continue
+        except Py4JError as err:  # no answer: a dead JVM is not a JVM without Delta
+            raise errors.SparkRuntimeError(f"cannot ask the session's JVM whether Delta is there: {err}") from err
         return package
     return None
 

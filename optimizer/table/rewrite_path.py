@@ -107,7 +107,7 @@ class Capabilities:
     def sql_only(self) -> bool:
         """Only SQL reaches the cluster: Delta's own OPTIMIZE is the job, and only plain-column Z features apply.
         The `engine` that is delta-sql, without its refusal of a forced delta-spark where Delta is missing
-        (a prediction raises nothing: the job itself refuses, as it starts)."""
+        (`sql_only` never raises: the job itself refuses, as it chooses its path)."""
         return self.session and not self.jvm and self.forced != "delta-rs"
 
     @property
