@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from optimizer.cli.common import print_json, watched
-from optimizer.errors import DeltaOptError
 
 if TYPE_CHECKING:
     from costmodel.benefit import BenefitEstimate
     from optimizer.analysis.search import SearchResult
-    from optimizer.config import TableSettings
     from optimizer.estimate.record import Decision
-    from optimizer.service.state import TableState
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
@@ -140,125 +136,30 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _tables_status(args: argparse.Namespace) -> int:
     from optimizer.cli.common import load_resolved
     from optimizer.service.state import StateStore
+    from optimizer.service.status import table_status
 
     config = load_resolved(args.config)
     store = StateStore(config.service.state_dir)
-    rows = [_table_status(table, store.load(table.name)) for table in config.tables]
+    statuses = [table_status(table, store.load(table.name)) for table in config.tables]
     if args.json:
-        print_json(rows)
+        print_json([status.as_dict() for status in statuses])
         return 0
-    for entry in rows:
-        _print_table_status(entry)
+    for status in statuses:
+        print("\n".join(status.describe()))
     return 0
-
-
-def _table_status(table: TableSettings, state: TableState) -> dict[str, Any]:
-    """One table's status: what the service's state says, and its files as the log has them now (or
-    the one line saying why the table cannot be read)."""
-    from optimizer.clustering.groups import clustered_groups
-    from optimizer.inspect import table_info
-    from optimizer.table import open_table
-
-    entry: dict[str, Any] = {
-        "table": table.name,
-        "paused": table.paused,
-        "last_decision": state.last_decision,
-        "ticks": state.ticks,
-        "last_optimized_version": state.last_optimized_version,
-        "realised": _realised(table, state),
-    }
-    try:
-        delta = open_table(table.path)
-        info = table_info(delta)
-        entry.update(
-            version=info.version,
-            files=info.files,
-            bytes=info.bytes,
-            clustered_bytes=info.clustered_bytes,
-            unclustered_bytes=info.unclustered_bytes,
-            layouts=[
-                {**g.as_dict(), "current": g.key == state.current_layout}
-                for g in clustered_groups(delta, delta.snapshot())
-            ],
-        )
-    except DeltaOptError as err:
-        entry["error"] = str(err)
-    return entry
-
-
-def _print_table_status(entry: Mapping[str, Any]) -> None:
-    """A table's status for an operator: files, clustered and unclustered bytes, layouts, last decision,
-    what its jobs realised."""
-    from optimizer.inspect import human_bytes
-    from optimizer.service.realised import realised_line
-
-    decision = entry["last_decision"] or {}
-    print(f"{entry['table']}{' [paused]' if entry['paused'] else ''}")
-    if "error" in entry:
-        print(f"  error: {entry['error']}")
-    else:
-        print(
-            f"  version {entry['version']}, {entry['files']} files, {human_bytes(entry['bytes'])}; clustered "
-            f"{human_bytes(entry['clustered_bytes'])}, unclustered {human_bytes(entry['unclustered_bytes'])}"
-        )
-        for layout in entry["layouts"]:
-            which = "current features" if layout["current"] else "older features"
-            print(
-                f"    {which}: {layout['files']} files, {human_bytes(layout['bytes'])} clustered on "
-                f"{layout['features']}"
-            )
-    print(
-        f"  last decision: {decision.get('ts', 'never')} {str(decision.get('action', '')).upper()} "
-        f"{decision.get('reason', '')}"
-    )
-    print(f"  {realised_line(entry['realised'])}")
-
-
-def _realised(table: TableSettings, state: TableState) -> dict[str, Any]:
-    """What the table's jobs realised so far (`service.realised`): the totals, the factor its next benefit
-    estimates are scaled by (None: none yet), and the jobs still measured."""
-    from optimizer.service.realised import figures, totals_dict
-
-    thresholds = table.thresholds
-    calibration = state.realised.calibration(thresholds.realised_min_jobs, thresholds.realised_half_life)
-    return {
-        **totals_dict(state.realised),
-        "factor": calibration.factor if calibration is not None else None,
-        "measuring": [figures(job, thresholds) for job in state.measured],
-    }
-
-
-def _realised_figures(realised: Mapping[str, Any]) -> str:
-    """A job's realised figures so far, for `deltaopt decisions`."""
-    estimated = realised.get("estimated_for_scans")
-    against = f" (estimate for those scans {estimated:,.1f})" if estimated is not None else ""
-    superseded = f"; {realised['superseded']}" if realised.get("superseded") else ""
-    return (
-        f"realised: {realised['benefit']:,.1f} cluster-s, {realised['bytes_saved']:,.0f} bytes saved over "
-        f"{realised['scans']} scan(s){against}, {realised['unevaluable']} unevaluable{superseded}"
-    )
-
-
-def _liquid_line(liquid: Mapping[str, Any]) -> str:
-    """A liquid table's tick for `deltaopt decisions`, named as Databricks' history names the operation."""
-    keys = ", ".join(liquid.get("keys") or ()) or "none"
-    wanted = ", ".join(liquid.get("wanted") or ()) or "none"
-    operation = liquid.get("operation") or "no operation"
-    full = " FULL" if liquid.get("full") else ""
-    return f"liquid ({liquid.get('mode')}): {operation}{full}; keys ({keys}), the workload wants ({wanted})"
 
 
 def _fleet_status(args: argparse.Namespace) -> int:
     """No table is opened: the state files and the fleet file say it all."""
     from optimizer.config import load_config
-    from optimizer.service.status import describe, fleet_status
+    from optimizer.service.status import fleet_status
 
     config = load_config(args.config)
     status = fleet_status(config.service.state_dir, config.service.fleet_path)
     if args.json:
-        print_json(status)
+        print_json(status.as_dict())
     else:
-        print("\n".join(describe(status)))
+        print("\n".join(status.describe()))
     return 0
 
 
@@ -280,11 +181,12 @@ def cmd_decisions(args: argparse.Namespace) -> int:
                 f"{job.bytes_in:,} -> {job.bytes_out:,} bytes, {job.seconds}s"
                 f"{', error: ' + job.error if job.error else ''}"
             )
-        if r.features:
-            print(f"    features: z={r.features.get('z')} sop={r.features.get('sop')}")
-        if r.realised:
-            print(f"    {_realised_figures(r.realised)}")
-        if r.liquid:
-            print(f"    {_liquid_line(r.liquid)}")
+        if r.features is not None:
+            z, sop = [f.expression for f in r.features.z], [f.predicate for f in r.features.sop]
+            print(f"    features: z={z} sop={sop}")
+        if r.realised is not None:
+            print(f"    {r.realised.line()}")
+        if r.liquid is not None:
+            print(f"    {r.liquid.line()}")
     print(f"{len(records)} decision(s)")
     return 0

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,8 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from sqlglot import exp
+
+from optimizer.features import FeatureSet
 
 log = logging.getLogger(__name__)
 MAX_PENDING = 100_000  # rows held for the table while it cannot be written (the file has them all)
@@ -244,6 +246,68 @@ class LoggedJob:
 
 
 @dataclass(frozen=True)
+class LoggedRealised:
+    """What a logged job realised so far (`service.realised.figures`), as `deltaopt decisions` prints it."""
+
+    benefit: float
+    bytes_saved: float
+    scans: int
+    unevaluable: int = 0
+    estimated_for_scans: float | None = None
+    superseded: str | None = None  # a later rewrite of some of its files: the scans no longer counted
+
+    @classmethod
+    def from_dict(cls, realised: Mapping[str, Any]) -> LoggedRealised:
+        return cls(
+            realised["benefit"],
+            realised["bytes_saved"],
+            realised["scans"],
+            unevaluable=realised.get("unevaluable", 0),
+            estimated_for_scans=realised.get("estimated_for_scans"),
+            superseded=realised.get("superseded"),
+        )
+
+    def line(self) -> str:
+        against = ""
+        if self.estimated_for_scans is not None:
+            against = f" (estimate for those scans {self.estimated_for_scans:,.1f})"
+        superseded = f"; {self.superseded}" if self.superseded else ""
+        return (
+            f"realised: {self.benefit:,.1f} cluster-s, {self.bytes_saved:,.0f} bytes saved over "
+            f"{self.scans} scan(s){against}, {self.unevaluable} unevaluable{superseded}"
+        )
+
+
+@dataclass(frozen=True)
+class LoggedLiquid:
+    """A liquid table's tick (`service.liquid.LiquidPlan.as_dict`), named as Databricks' history names the
+    operation."""
+
+    mode: str | None
+    operation: str | None  # None: no operation
+    keys: tuple[str, ...] = ()
+    wanted: tuple[str, ...] = ()
+    full: bool = False
+
+    @classmethod
+    def from_dict(cls, liquid: Mapping[str, Any]) -> LoggedLiquid:
+        return cls(
+            liquid.get("mode"),
+            liquid.get("operation"),
+            tuple(liquid.get("keys") or ()),
+            tuple(liquid.get("wanted") or ()),
+            full=bool(liquid.get("full")),
+        )
+
+    def line(self) -> str:
+        full = " FULL" if self.full else ""
+        keys = ", ".join(self.keys) or "none"
+        wanted = ", ".join(self.wanted) or "none"
+        operation = self.operation or "no operation"
+        return f"liquid ({self.mode}): {operation}{full}; keys ({keys}), the workload wants ({wanted})"
+
+
+@dataclass(frozen=True)
 class LoggedDecision:
     """A decision-log line read back, of any version (earlier ones lack keys, and held the tick's time
     under ``seconds``): what `deltaopt decisions` prints of it."""
@@ -254,13 +318,16 @@ class LoggedDecision:
     reason: str
     version: int | str = "?"  # "?" on a line without one
     job: LoggedJob | None = None
-    features: Mapping[str, Any] = field(default_factory=dict)  # the layout chosen ({}: none)
-    realised: Mapping[str, Any] | None = None  # a job's realised figures so far (`service.realised`)
-    liquid: Mapping[str, Any] | None = None  # a liquid table's tick: the operation and keys (`service.liquid`)
+    features: FeatureSet | None = None  # the layout chosen
+    realised: LoggedRealised | None = None  # a job's realised figures so far (`service.realised`)
+    liquid: LoggedLiquid | None = None  # a liquid table's tick: the operation and keys (`service.liquid`)
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> LoggedDecision:
         job = record.get("job")
+        features = record.get("features")
+        realised = record.get("realised")
+        liquid = record.get("liquid")
         return cls(
             str(record["ts"]),
             str(record["table"]),
@@ -268,9 +335,9 @@ class LoggedDecision:
             str(record["reason"]),
             version=record.get("version", "?"),
             job=LoggedJob.from_dict(job) if job else None,
-            features=record.get("features") or {},
-            realised=record.get("realised"),
-            liquid=record.get("liquid"),
+            features=FeatureSet.from_dict(features) if features else None,
+            realised=LoggedRealised.from_dict(realised) if realised else None,
+            liquid=LoggedLiquid.from_dict(liquid) if liquid else None,
         )
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -385,14 +385,15 @@ def summed(totals: Iterable[RealisedTotals]) -> RealisedTotals:
     )
 
 
-def realised_line(totals: Mapping[str, Any]) -> str:
-    """`totals_dict` as one line for a terminal."""
-    if not totals["scans"]:
+def realised_line(totals: RealisedTotals, factor: float | None = None) -> str:
+    """A table's (or the fleet's) realised totals as one line for a terminal; `factor`: what the table's next
+    benefit estimates are scaled by (the fleet has none)."""
+    if not totals.scans:
         return "realised: no scan measured after a job yet"
-    ratio = f"; estimated / realised x{totals['ratio']:.2f}" if totals["ratio"] is not None else ""
-    if totals.get("factor") is not None:  # a table's (the fleet has none)
-        ratio += f"; next benefits x{totals['factor']:.2f}"
+    ratio = f"; estimated / realised x{totals.ratio:.2f}" if totals.ratio is not None else ""
+    if factor is not None:
+        ratio += f"; next benefits x{factor:.2f}"
     return (
-        f"realised: {totals['benefit']:,.1f} cluster-s saved ({totals['bytes_saved'] / 1e6:,.1f} MB) over "
-        f"{totals['scans']:,} scan(s) after {totals['jobs']} job(s){ratio}"
+        f"realised: {totals.realised:,.1f} cluster-s saved ({totals.bytes_saved / 1e6:,.1f} MB) over "
+        f"{totals.scans:,} scan(s) after {totals.jobs} job(s){ratio}"
     )

@@ -91,6 +91,6 @@ def test_sections_read_back_from_records_of_earlier_versions():
     assert read.as_dict() == search
     old = {"ts": "2024-05-01T12:00:00+00:00", "table": "t", "action": "skip", "reason": "r", "seconds": 2.0}
     line = LoggedDecision.from_dict(old)
-    assert (line.version, line.job, line.features) == ("?", None, {})
+    assert (line.version, line.job, line.features) == ("?", None, None)
     job = LoggedDecision.from_dict({**old, "job": {"executor": "local", "files_in": 3}}).job
     assert job == LoggedJob("local", None, files_in=3)

@@ -289,16 +289,13 @@ def test_a_key_change_is_priced_over_the_files_delta_rewrites_for_the_new_keys(m
 
 
 def test_deltaopt_decisions_names_the_operation_as_databricks_history_does():
-    from optimizer.cli.service import _liquid_line
     from optimizer.service.decisions import LoggedDecision
 
     changed = decide(plan("set", 10.0, 50.0, 3), ticks=3, margin=0.2)
     record = {"ts": "2024-06-01T12:00:00+00:00", "table": "events", "action": "optimize", "reason": changed.reason}
     logged = LoggedDecision.from_dict({**record, "liquid": changed.as_dict()})
     assert logged.liquid is not None
-    assert _liquid_line(logged.liquid) == (
-        "liquid (set): AUTO_CLUSTERING_COLUMN_SELECTION; keys (id), the workload wants (x)"
-    )
+    assert logged.liquid.line() == ("liquid (set): AUTO_CLUSTERING_COLUMN_SELECTION; keys (id), the workload wants (x)")
     assert LoggedDecision.from_dict(record).liquid is None  # a plain table's line has none
 
 
