@@ -182,8 +182,7 @@ def cmd_decisions(args: argparse.Namespace) -> int:
                 f"{', error: ' + job.error if job.error else ''}"
             )
         if r.features is not None:
-            z, sop = [f.expression for f in r.features.z], [f.predicate for f in r.features.sop]
-            print(f"    features: z={z} sop={sop}")
+            print(f"    {r.features.line()}")
         if r.realised is not None:
             print(f"    {r.realised.line()}")
         if r.liquid is not None:

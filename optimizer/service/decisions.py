@@ -30,8 +30,6 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from sqlglot import exp
 
-from optimizer.features import FeatureSet
-
 log = logging.getLogger(__name__)
 MAX_PENDING = 100_000  # rows held for the table while it cannot be written (the file has them all)
 
@@ -308,6 +306,31 @@ class LoggedLiquid:
 
 
 @dataclass(frozen=True)
+class LoggedFeatures:
+    """The layout a logged decision chose, as `deltaopt decisions` prints it: its Z expressions and SOP
+    predicates only, read as written (None: the line has none), so that a line whose other layout fields
+    this version does not know (a newer curve, cuts) still prints."""
+
+    z: tuple[str, ...] | None
+    sop: tuple[str, ...] | None
+
+    @classmethod
+    def from_dict(cls, features: Mapping[str, Any]) -> LoggedFeatures:
+        return cls(_names(features.get("z")), _names(features.get("sop")))
+
+    def line(self) -> str:
+        z = list(self.z) if self.z is not None else None
+        sop = list(self.sop) if self.sop is not None else None
+        return f"features: z={z} sop={sop}"
+
+
+def _names(value: object) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    return tuple(str(v) for v in value) if isinstance(value, list | tuple) else (str(value),)
+
+
+@dataclass(frozen=True)
 class LoggedDecision:
     """A decision-log line read back, of any version (earlier ones lack keys, and held the tick's time
     under ``seconds``): what `deltaopt decisions` prints of it."""
@@ -318,7 +341,7 @@ class LoggedDecision:
     reason: str
     version: int | str = "?"  # "?" on a line without one
     job: LoggedJob | None = None
-    features: FeatureSet | None = None  # the layout chosen
+    features: LoggedFeatures | None = None  # the layout chosen
     realised: LoggedRealised | None = None  # a job's realised figures so far (`service.realised`)
     liquid: LoggedLiquid | None = None  # a liquid table's tick: the operation and keys (`service.liquid`)
 
@@ -335,7 +358,7 @@ class LoggedDecision:
             str(record["reason"]),
             version=record.get("version", "?"),
             job=LoggedJob.from_dict(job) if job else None,
-            features=FeatureSet.from_dict(features) if features else None,
+            features=LoggedFeatures.from_dict(features) if features else None,
             realised=LoggedRealised.from_dict(realised) if realised else None,
             liquid=LoggedLiquid.from_dict(liquid) if liquid else None,
         )

@@ -393,7 +393,8 @@ def realised_line(totals: RealisedTotals, factor: float | None = None) -> str:
     ratio = f"; estimated / realised x{totals.ratio:.2f}" if totals.ratio is not None else ""
     if factor is not None:
         ratio += f"; next benefits x{factor:.2f}"
+    shown = totals_dict(totals)  # rounded as the JSON shows them, so both say the same
     return (
-        f"realised: {totals.realised:,.1f} cluster-s saved ({totals.bytes_saved / 1e6:,.1f} MB) over "
+        f"realised: {shown['benefit']:,.1f} cluster-s saved ({shown['bytes_saved'] / 1e6:,.1f} MB) over "
         f"{totals.scans:,} scan(s) after {totals.jobs} job(s){ratio}"
     )

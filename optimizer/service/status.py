@@ -174,16 +174,16 @@ class FleetStatus:
         queue = self.queue
         budget = queue.get("budget", {})
         used = queue.get("used", {})
-        waiting = self.waiting
+        best = self.waiting[: self.top]
         lines = [
             f"{self.tables} table(s) watched: {actions or 'none ticked yet'}",
             f"budget (as of {queue.get('at') or 'no job decided yet'}): "
             f"{used.get('hour', 0):,.0f} cluster-s this hour{_of(budget.get('per_hour'))}, "
             f"{used.get('day', 0):,.0f} today{_of(budget.get('per_day'))}; "
             f"{len(queue.get('running', []))} of {queue.get('slots') or '?'} job slot(s) busy",
-            f"queue: {len(waiting)} job(s) waiting" + (", best first:" if waiting else ""),
+            f"queue: {len(self.waiting)} job(s) waiting" + (", best first:" if best else ""),
         ]
-        for rank, c in enumerate(waiting[: self.top], 1):
+        for rank, c in enumerate(best, 1):
             since = datetime.fromisoformat(c["since"]).strftime("%Y-%m-%d %H:%M")
             lines.append(
                 f"  {rank}. {c['table']} ({c['kind']}): net {c['net']:,.1f} cluster-s for {c['cost']:,.1f}, "

@@ -94,3 +94,6 @@ def test_sections_read_back_from_records_of_earlier_versions():
     assert (line.version, line.job, line.features) == ("?", None, None)
     job = LoggedDecision.from_dict({**old, "job": {"executor": "local", "files_in": 3}}).job
     assert job == LoggedJob("local", None, files_in=3)
+    # a layout this version cannot read whole (a newer curve) still prints its Z and SOP; a missing list reads None
+    newer = LoggedDecision.from_dict({**old, "features": {"z": ["x"], "curve": "from-a-later-version"}}).features
+    assert newer is not None and newer.line() == "features: z=['x'] sop=None"

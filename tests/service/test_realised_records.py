@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from optimizer.service.decisions import DecisionLog, LoggedDecision
+from optimizer.service.decisions import DecisionLog, LoggedDecision, LoggedRealised
 from optimizer.service.realised import figures
 from optimizer.service.state import MeasuredJob, ReaderBytes, RealisedTotals, StateStore, TableState
 from querylog.store import QueryLogTable
@@ -45,7 +45,7 @@ def test_a_jobs_row_gets_its_realised_figures_updated_and_read_back(tmp_path):
     assert len(rows) == 2  # updated in place, no row added
     read = decisions.read("events")
     assert read[0]["realised"] == later and "realised" not in read[1]
-    assert LoggedDecision.from_dict(read[0]).realised == later
+    assert LoggedDecision.from_dict(read[0]).realised == LoggedRealised.from_dict(later)
 
 
 def test_a_decisions_table_written_before_the_realised_columns_gains_them(tmp_path):

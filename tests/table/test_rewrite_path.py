@@ -181,7 +181,9 @@ def test_a_jvm_without_delta_s_classes_has_no_delta_and_a_jvm_that_does_not_answ
 
     from optimizer.table.delta_engine import delta_classes
 
-    absent = SimpleNamespace(_jvm=_Jvm(Py4JJavaError("An error occurred", SimpleNamespace(_target_id="o1", _gateway_client=None))))
+    absent = SimpleNamespace(
+        _jvm=_Jvm(Py4JJavaError("An error occurred", SimpleNamespace(_target_id="o1", _gateway_client=None)))
+    )
     assert delta_classes(absent) is None  # type: ignore[arg-type]
     dead = SimpleNamespace(_jvm=_Jvm(Py4JError("Answer from Java side is empty")))
     with pytest.raises(errors.SparkRuntimeError, match="cannot ask the session's JVM whether Delta is there"):
