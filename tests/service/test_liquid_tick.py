@@ -133,16 +133,13 @@ def service_ctx(spark, tmp_path: Path, path: str, liquid: str, delta: str = "aut
     return context(load_config(tmp_path / "deltaopt.yaml"), spark=lambda: spark)
 
 
-@pytest.mark.parametrize("delta", ["auto", "off"])
-def test_a_table_clustered_by_the_workload_s_keys_is_optimized_by_delta(spark, tmp_path: Path, delta: str):
-    """``spark.delta: off`` is how a driver attached to a cluster is built: the session still has the cluster's
-    Delta, and the tick reads what the session can do, not what the setting predicts."""
+def test_a_table_clustered_by_the_workload_s_keys_is_optimized_by_delta(spark, tmp_path: Path):
     from optimizer.service.tick import tick
 
     path = str(tmp_path / "events")
     liquid_table(spark, path, "x")
     before = rows_of(spark, path)
-    ctx = service_ctx(spark, tmp_path, path, "keep", delta=delta)
+    ctx = service_ctx(spark, tmp_path, path, "keep")
 
     done = tick(ctx.config.tables[0], ctx, NOW)
 
@@ -240,15 +237,17 @@ def test_a_session_that_commits_by_delta_rs_skips_the_liquid_table_and_its_key_s
     """``spark.commit: delta-rs`` (in the session's conf, as `optimizer.runtime` puts it) leaves no Delta engine
     to cluster the liquid table: the tick reads the path its job would take and skips before any estimate,
     naming the setting; the ticks that wanted new keys before it no longer count toward a key change, and
-    the skip is not repeated once the session can cluster the table (the verdict key cannot see a session)."""
+    the skip is not repeated once the session can cluster the table (the verdict key cannot see a session).
+    ``spark.delta: off`` is how a driver attached to a cluster is built: the session still has the cluster's
+    Delta, and the ticks around the skip read what the session can do, not what the setting predicts."""
     from optimizer.service.tick import tick
     from optimizer.table.rewrite import COMMIT_CONF
 
     path = str(tmp_path / "events")
     liquid_table(spark, path, "id")
-    ctx = service_ctx(spark, tmp_path, path, "set", liquid_key_ticks=2, liquid_key_margin=0.0)
+    ctx = service_ctx(spark, tmp_path, path, "set", delta="off", liquid_key_ticks=2, liquid_key_margin=0.0)
     table = ctx.config.tables[0]
-    assert "1 of the 2 ticks" in tick(table, ctx, NOW).reason
+    assert "1 of the 2 ticks" in tick(table, ctx, NOW).reason  # priced: the session has Delta, whatever the setting
     append(spark, path, 2)
     before, committed = rows_of(spark, path), operations(spark, path)
     spark.conf.set(COMMIT_CONF, "delta-rs")
