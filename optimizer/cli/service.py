@@ -165,7 +165,8 @@ def _fleet_status(args: argparse.Namespace) -> int:
 
 def cmd_decisions(args: argparse.Namespace) -> int:
     from optimizer.config import load_config
-    from optimizer.service.decisions import DecisionLog, LoggedDecision
+    from optimizer.service.decisions import DecisionLog
+    from optimizer.service.logged import LoggedDecision
 
     config = load_config(args.config)
     records = DecisionLog(config.decision_log_path, config.service.decisions_path).read(args.table, args.last)

@@ -17,7 +17,7 @@ from costmodel.cost import CostModel
 from optimizer.analysis.search import SearchResult
 from optimizer.config import Thresholds
 from optimizer.estimate.record import AnalysisSummary, KeyStatistics, ListedCandidate
-from optimizer.service.decisions import LoggedDecision, LoggedJob
+from optimizer.service.logged import LoggedDecision, LoggedJob
 from tests.estimate.workloads import NOW, records
 from tests.golden import check_golden, masked
 

@@ -289,7 +289,7 @@ def test_a_key_change_is_priced_over_the_files_delta_rewrites_for_the_new_keys(m
 
 
 def test_deltaopt_decisions_names_the_operation_as_databricks_history_does():
-    from optimizer.service.decisions import LoggedDecision
+    from optimizer.service.logged import LoggedDecision
 
     changed = decide(plan("set", 10.0, 50.0, 3), ticks=3, margin=0.2)
     record = {"ts": "2024-06-01T12:00:00+00:00", "table": "events", "action": "optimize", "reason": changed.reason}

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from optimizer.service.decisions import DecisionLog, LoggedDecision, LoggedRealised
+from optimizer.service.decisions import DecisionLog
+from optimizer.service.logged import LoggedDecision, LoggedRealised
 from optimizer.service.realised import figures
 from optimizer.service.state import MeasuredJob, ReaderBytes, RealisedTotals, StateStore, TableState
 from querylog.store import QueryLogTable
