@@ -206,8 +206,10 @@ def test_who_commits_where(spark, table_path):
     (Spark Connect); delta-rs where asked, or on a JVM without Delta for tables only delta-rs writes."""
     from types import SimpleNamespace
 
-    def refuse(*_args: object) -> None:
-        raise RuntimeError("ClassNotFoundException")
+    from py4j.protocol import Py4JJavaError
+
+    def refuse(*_args: object) -> None:  # as py4j hands over the JVM's ClassNotFoundException
+        raise Py4JJavaError("An error occurred", SimpleNamespace(_target_id="o1", _gateway_client=None))
 
     thread = SimpleNamespace(currentThread=lambda: SimpleNamespace(getContextClassLoader=lambda: None))
     jvm = SimpleNamespace(
