@@ -125,8 +125,8 @@ def verdict_after(draft: Draft, table: TableSettings, key: str, now: datetime) -
 def _repeatable(draft: Draft, table: TableSettings) -> bool:
     """Whether a tick with the same inputs would decide the same: no job ran (it moved the table), no
     drift check was held back by a byte budget (the daily one frees itself over time), and the verdict did
-    not come from what the live session can do (a restart with Delta's jars fixed decides otherwise). A job decided and
-    handed to the queue is repeatable: until it starts, the same inputs decide the same job."""
+    not come from what the live session can do (a restart with Delta's jars fixed decides otherwise). A
+    job decided and handed to the queue is repeatable: until it starts, the same inputs decide the same job."""
     if draft.pending is not None:
         return True
     if draft.from_session:

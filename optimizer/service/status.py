@@ -3,7 +3,7 @@ the table's files as its log has them now), or the fleet at a glance (`fleet_sta
 from the service's state files and its fleet file only, so it costs the same for ten tables or ten
 thousand and opens none of them.
 
-What the fleet's shows: how many tables last decided what, the top candidates in the queue (rank order),
+What the fleet view shows: how many tables last decided what, the top candidates in the queue (rank order),
 the budget used this hour and today against its limits, the last jobs, the tables whose last tick failed,
 and what the jobs realised (`service.realised`), summed over the tables, against their estimates. The
 queue's entries are the fleet file's, as the running service wrote them (`service.fleet_file`).
