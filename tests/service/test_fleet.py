@@ -325,3 +325,31 @@ def test_metrics_are_served_for_a_scraper():
         text = response.read().decode()
     assert "deltaopt_queue_waiting 1.0" in text and "deltaopt_job_slots 3.0" in text
     assert 'deltaopt_budget_limit_seconds{window="day"} 500.0' in text
+
+
+def test_fleet_status_shows_the_queue_best_first_the_last_jobs_and_the_budget(tmp_path):
+    """``deltaopt status --fleet`` reads the fleet file the queue writes (`service.status.FleetStatus`): the
+    budget used, the waiting jobs in rank order (the top ones only, counted all), the last jobs."""
+    from optimizer.service.status import fleet_status
+
+    ran: list[str] = []
+    state_dir = tmp_path / "state"
+    queue = fleet(slots=1, budget=Budget(per_hour=15), path=state_dir / "fleet.json")
+    for name, net, cost in [("low", 9, 10), ("high", 300, 10), ("mid", 50, 10)]:
+        queue.submit(candidate(name, net, cost, ran))
+    queue.dispatch(NOW)
+    assert ran == ["high"]  # 10 of the hour's 15 cluster-seconds used: the next job of 10 waits
+
+    status = fleet_status(str(state_dir), str(state_dir / "fleet.json"), top=1)
+
+    lines = status.describe()
+    assert "10 cluster-s this hour of 15, 10 today; 0 of 1 job slot(s) busy" in lines[1]
+    assert lines[2:5] == [
+        "queue: 2 job(s) waiting, best first:",
+        "  1. mid (optimize): net 50.0 cluster-s for 10.0, 5.00 per cluster-second, waiting since 2026-03-02 09:00",
+        "last jobs:",
+    ]
+    assert lines[5].endswith(" high: 10.0 cluster-s (estimated 10.0)")
+    shown = status.as_dict()
+    assert shown["waiting"] == 2 and [c["table"] for c in shown["top_candidates"]] == ["mid"]
+    assert [j["table"] for j in shown["last_jobs"]] == ["high"] and shown["budget"]["per_hour"] == 15
