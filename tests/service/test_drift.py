@@ -88,6 +88,8 @@ def test_old_files_follow_a_moved_workload(drifting, spark, capsys):
     (status,) = json.loads(capsys.readouterr().out)
     (layout,) = status["layouts"]  # every file is now clustered under today's features
     assert layout["current"] and '"id"' in layout["features"] and layout["bytes"] == status["clustered_bytes"]
+    assert main(["status", "--config", str(Path(table_path).parent / "deltaopt.yaml")]) == 0
+    assert f"    current features: {layout['files']} files, " in capsys.readouterr().out  # the same, for a terminal
 
     again = tick(settings, ctx, later + timedelta(minutes=2)).as_dict()
     assert again["action"] == "skip"
