@@ -135,3 +135,28 @@ def test_sessions_skip_pysparks_call_site_capture_unless_the_operator_wants_it(m
     assert _start_settings(monkeypatch, SparkSettings(master="local[1]"))[key] == "false"
     assert _start_settings(monkeypatch, SparkSettings(master="local[1]", conf={key: "true"}))[key] == "true"
     assert spark.conf.get(key) == "false"
+
+
+class _ConnectSession:
+    """A Spark Connect session as a server that keeps only the settings it lists leaves it: no JVM
+    gateway, and ``spark.deltaopt.commit`` dropped (or kept, with `keeps`)."""
+
+    def __init__(self, keeps: dict[str, str]) -> None:
+        from types import SimpleNamespace
+
+        self.conf = SimpleNamespace(get=lambda key, default=None: keeps.get(key, default))
+
+
+@pytest.mark.parametrize("commit", ["delta-rs", "delta-spark"])
+def test_a_session_that_drops_the_commit_setting_is_refused_naming_it(commit):
+    """The path of every rewrite is chosen from the session's conf: where the server dropped the key,
+    "auto" would choose Delta's SQL over the operator's engine without a word."""
+    from optimizer.errors import SparkRuntimeError
+    from optimizer.runtime import check_commit_kept
+    from optimizer.table.rewrite import COMMIT_CONF
+
+    settings = SparkSettings(connect_url="sc://example:15002", commit=commit)
+    with pytest.raises(SparkRuntimeError, match=rf"spark.commit is {commit} but the session at sc://example:15002"):
+        check_commit_kept(_ConnectSession({}), settings)  # type: ignore[arg-type]
+    check_commit_kept(_ConnectSession({COMMIT_CONF: commit}), settings)  # type: ignore[arg-type]
+    check_commit_kept(_ConnectSession({}), SparkSettings(connect_url="sc://example:15002"))  # type: ignore[arg-type]

@@ -64,7 +64,7 @@ class Capabilities:
             return cls(session=False, jvm=False, delta=None)
         gateway = getattr(spark, "_jvm", None)
         delta = delta_classes(spark) if gateway is not None else None
-        return cls(session=True, jvm=gateway is not None, delta=delta, forced=_configured(spark), _jvm=gateway)
+        return cls(session=True, jvm=gateway is not None, delta=delta, forced=configured_commit(spark), _jvm=gateway)
 
     @classmethod
     def connect(cls, forced: str = "auto") -> Capabilities:
@@ -332,7 +332,8 @@ def _spark_engine(engine: str) -> bool:
     return engine.startswith(("Apache-Spark", "Databricks"))
 
 
-def _configured(spark: SparkSession) -> str:
+def configured_commit(spark: SparkSession) -> str:
+    """The session's ``spark.commit`` as `optimizer.runtime` set it in its conf; "auto" where it holds none."""
     try:
         return str(spark.conf.get(COMMIT_CONF, "auto") or "auto")
     except Exception:  # a stopped session or a Connect server refusing the key: the default
