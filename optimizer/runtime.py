@@ -178,14 +178,15 @@ def build_session(settings: SparkSettings | None = None, tables: Sequence[TableS
 
 
 def check_commit_kept(spark: SparkSession, settings: SparkSettings) -> None:
-    """Refuse a session that does not keep ``spark.commit``: the path of every rewrite is chosen from the
-    session's own conf (`rewrite_path.Capabilities.of_session`), and a Spark Connect server that drops
-    the key (Databricks' serverless and shared compute keep only the settings they list) would leave
-    "auto" choosing, overriding the operator's engine without a word."""
+    """Refuse a session that does not keep ``spark.commit: delta-rs``: the path of every rewrite is chosen
+    from the session's own conf (`rewrite_path.Capabilities.of_session`), and a Spark Connect server that
+    drops the key (Databricks' serverless and shared compute keep only the settings they list) would leave
+    "auto" choosing Delta's SQL over the operator's delta-rs without a word. (``delta-spark`` on Connect
+    is Delta's SQL either way, and a classic session keeps every key.)"""
     from optimizer.table.rewrite_path import configured_commit
 
     kept = configured_commit(spark)
-    if kept != settings.commit:
+    if settings.commit == "delta-rs" and kept != settings.commit:
         where = settings.connect_url or settings.master
         raise SparkRuntimeError(
             f"spark.commit is {settings.commit} but the session at {where} does not keep it ({COMMIT_CONF} reads "

@@ -147,16 +147,17 @@ class _ConnectSession:
         self.conf = SimpleNamespace(get=lambda key, default=None: keeps.get(key, default))
 
 
-@pytest.mark.parametrize("commit", ["delta-rs", "delta-spark"])
-def test_a_session_that_drops_the_commit_setting_is_refused_naming_it(commit):
+def test_a_session_that_drops_spark_commit_delta_rs_is_refused_naming_it():
     """The path of every rewrite is chosen from the session's conf: where the server dropped the key,
-    "auto" would choose Delta's SQL over the operator's engine without a word."""
+    "auto" would choose Delta's SQL over the operator's delta-rs without a word. ``delta-spark`` and
+    ``auto`` on Connect are Delta's SQL whatever the server keeps: not refused."""
     from optimizer.errors import SparkRuntimeError
     from optimizer.runtime import check_commit_kept
     from optimizer.table.rewrite import COMMIT_CONF
 
-    settings = SparkSettings(connect_url="sc://example:15002", commit=commit)
-    with pytest.raises(SparkRuntimeError, match=rf"spark.commit is {commit} but the session at sc://example:15002"):
-        check_commit_kept(_ConnectSession({}), settings)  # type: ignore[arg-type]
-    check_commit_kept(_ConnectSession({COMMIT_CONF: commit}), settings)  # type: ignore[arg-type]
-    check_commit_kept(_ConnectSession({}), SparkSettings(connect_url="sc://example:15002"))  # type: ignore[arg-type]
+    url = "sc://example:15002"
+    with pytest.raises(SparkRuntimeError, match=rf"spark.commit is delta-rs but the session at {url}"):
+        check_commit_kept(_ConnectSession({}), SparkSettings(connect_url=url, commit="delta-rs"))  # type: ignore[arg-type]
+    check_commit_kept(_ConnectSession({COMMIT_CONF: "delta-rs"}), SparkSettings(connect_url=url, commit="delta-rs"))  # type: ignore[arg-type]
+    for commit in ("auto", "delta-spark"):
+        check_commit_kept(_ConnectSession({}), SparkSettings(connect_url=url, commit=commit))  # type: ignore[arg-type]
