@@ -169,30 +169,14 @@ def build_session(settings: SparkSettings | None = None, tables: Sequence[TableS
         spark = _start(settings, mode, conf)
     if mode == "embedded":
         spark.sparkContext.setLogLevel("ERROR")
-    check_commit_kept(spark, settings)
+    from optimizer.table.rewrite_path import check_commit_kept
+
+    check_commit_kept(spark, settings.commit, settings.connect_url or settings.master)
     info = runtime_info(spark, settings)
     if delta == "required" and not info.delta_jvm:
         raise SparkRuntimeError("spark.delta is required but the session has no Delta engine classes")
     log.info("spark session ready: %s", info.describe())
     return spark
-
-
-def check_commit_kept(spark: SparkSession, settings: SparkSettings) -> None:
-    """Refuse a session that does not keep ``spark.commit: delta-rs``: the path of every rewrite is chosen
-    from the session's own conf (`rewrite_path.Capabilities.of_session`), and a Spark Connect server that
-    drops the key (Databricks' serverless and shared compute keep only the settings they list) would leave
-    "auto" choosing Delta's SQL over the operator's delta-rs without a word. (``delta-spark`` on Connect
-    is Delta's SQL either way, and a classic session keeps every key.)"""
-    from optimizer.table.rewrite_path import configured_commit
-
-    kept = configured_commit(spark)
-    if settings.commit == "delta-rs" and kept != settings.commit:
-        where = settings.connect_url or settings.master
-        raise SparkRuntimeError(
-            f"spark.commit is {settings.commit} but the session at {where} does not keep it ({COMMIT_CONF} reads "
-            f"{kept}): the commit engine would not be the one configured; set spark.commit: auto, or use a "
-            "session that keeps spark.deltaopt.* settings"
-        )
 
 
 def store_conf(tables: Sequence[TableSettings]) -> dict[str, str]:

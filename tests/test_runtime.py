@@ -152,12 +152,12 @@ def test_a_session_that_drops_spark_commit_delta_rs_is_refused_naming_it():
     "auto" would choose Delta's SQL over the operator's delta-rs without a word. ``delta-spark`` and
     ``auto`` on Connect are Delta's SQL whatever the server keeps: not refused."""
     from optimizer.errors import SparkRuntimeError
-    from optimizer.runtime import check_commit_kept
     from optimizer.table.rewrite import COMMIT_CONF
+    from optimizer.table.rewrite_path import check_commit_kept
 
     url = "sc://example:15002"
     with pytest.raises(SparkRuntimeError, match=rf"spark.commit is delta-rs but the session at {url}"):
-        check_commit_kept(_ConnectSession({}), SparkSettings(connect_url=url, commit="delta-rs"))  # type: ignore[arg-type]
-    check_commit_kept(_ConnectSession({COMMIT_CONF: "delta-rs"}), SparkSettings(connect_url=url, commit="delta-rs"))  # type: ignore[arg-type]
+        check_commit_kept(_ConnectSession({}), "delta-rs", url)  # type: ignore[arg-type]
+    check_commit_kept(_ConnectSession({COMMIT_CONF: "delta-rs"}), "delta-rs", url)  # type: ignore[arg-type]
     for commit in ("auto", "delta-spark"):
-        check_commit_kept(_ConnectSession({}), SparkSettings(connect_url=url, commit=commit))  # type: ignore[arg-type]
+        check_commit_kept(_ConnectSession({}), commit, url)  # type: ignore[arg-type]

@@ -332,6 +332,21 @@ def _spark_engine(engine: str) -> bool:
     return engine.startswith(("Apache-Spark", "Databricks"))
 
 
+def check_commit_kept(spark: SparkSession, commit: str, where: str) -> None:
+    """Refuse a session that does not keep ``spark.commit: delta-rs``: the path of every rewrite is chosen
+    from the session's own conf (`Capabilities.of_session`), and a Spark Connect server that drops the key
+    (Databricks' serverless and shared compute keep only the settings they list) would leave "auto"
+    choosing Delta's SQL over the operator's delta-rs without a word. (``delta-spark`` on Connect is
+    Delta's SQL either way, and a classic session keeps every key.)"""
+    kept = configured_commit(spark)
+    if commit == "delta-rs" and kept != commit:
+        raise SparkRuntimeError(
+            f"spark.commit is {commit} but the session at {where} does not keep it ({COMMIT_CONF} reads "
+            f"{kept}): the commit engine would not be the one configured; set spark.commit: auto, or use a "
+            "session that keeps spark.deltaopt.* settings"
+        )
+
+
 def configured_commit(spark: SparkSession) -> str:
     """The session's ``spark.commit`` as `optimizer.runtime` set it in its conf; "auto" where it holds none."""
     try:
