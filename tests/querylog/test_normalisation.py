@@ -76,6 +76,7 @@ def _check_normalisation(predicate: tuple[str, Any], rows: list[dict[str, Any]])
         ("g <> -16777217", "<>", -16777217, True),
         ("g >= 16777217", ">=", 16777217, True),
         ("g IN (16777217)", "=", 16777217, True),  # a list of integers too (found by the property test)
+        ("g IN (16777217, CAST(2.5 AS INT))", "=", 16777217, True),  # a cast to INT is an integer (likewise)
     ],
 )
 def test_the_evaluator_meets_a_float_column_and_an_integer_as_spark_does_in_each_mode(text, op, constant, column_first):

@@ -521,10 +521,12 @@ def _is_float_column(node: Any) -> bool:
 
 
 def _is_integer(node: Any) -> bool:
-    """An integer constant as the generated language spells one (``16777217``, ``-3``)."""
+    """An integer constant as the generated language spells one (``16777217``, ``-3``, ``CAST(2.5 AS INT)``)."""
     from sqlglot import exp
 
     node = node.this if isinstance(node, exp.Neg) else node
+    if isinstance(node, exp.Cast):
+        return node.to.is_type(*exp.DataType.INTEGER_TYPES)
     return isinstance(node, exp.Literal) and not node.is_string and node.this.lstrip("-").isdigit()
 
 
