@@ -34,7 +34,7 @@ from optimizer.service.realised import track_job
 from optimizer.service.record import JobRecord, TickRecord
 from optimizer.service.state import RunInProgress, TableState
 from optimizer.table.access import commit_of_run
-from optimizer.table.rewrite_path import HISTORY_CHECKED, LaidOutBy, choose_path
+from optimizer.table.rewrite_path import HISTORY_CHECKED, choose_path
 from optimizer.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -75,12 +75,10 @@ def delta_cannot_cluster(job: Job, features: TableFeatures, *, uri: str, liquid:
         return None
     executor = job[0]
     capabilities = executor.capabilities  # a session that cannot be reached is the tick's error, not a skip
-    try:
-        path = choose_path(capabilities, features, liquid=liquid, uri=uri)
+    try:  # a liquid table's path is Delta's OPTIMIZE or a refusal: `choose_path` takes no other for it
+        choose_path(capabilities, features, liquid=liquid, uri=uri)
     except (UnsupportedTableError, SparkRuntimeError) as err:  # its refusals: no Delta engine to cluster it
         return f"the {executor.name} executor cannot run Delta's OPTIMIZE: {err}"
-    if path.laid_out_by is not LaidOutBy.DELTA_LIQUID:  # a guard: choose_path refuses a liquid table otherwise
-        return f"the {executor.name} executor would not run Delta's OPTIMIZE: {path.why}"
     return None
 
 
