@@ -6,6 +6,7 @@ analysis compare these strings. No Spark."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from decimal import Decimal
 from typing import Any
 
@@ -82,18 +83,21 @@ def contiguous(size: tuple[int, int]) -> st.SearchStrategy[list[Any]]:
 def keys(draw: st.DrawFn) -> list[Any]:
     """Distinct keys of one type: one key, a short list, or more than 32 (a range, and a key set when
     scattered), scattered over their span or contiguous."""
-    size = draw(st.sampled_from([(1, 1), (2, 32), (33, 90)]))
+    return draw(of_size(draw(st.sampled_from([(1, 1), (2, 32), (33, 90)]))))
+
+
+@functools.cache  # built once per size: a strategy built in a draw is built and validated on every draw
+def of_size(size: tuple[int, int]) -> st.SearchStrategy[list[Any]]:
+    """Distinct keys of one type, between the two counts of `size`."""
     low, high = size
-    return draw(
-        st.one_of(
-            st.lists(integers, min_size=low, max_size=high, unique=True),
-            st.lists(strings, min_size=low, max_size=high, unique=True),
-            st.lists(st.dates(), min_size=low, max_size=high, unique=True),
-            decimals(size),
-            contiguous(size),
-            st.lists(st.floats(allow_nan=False), min_size=low, max_size=high, unique=True),  # normalised
-            st.lists(st.datetimes(), min_size=low, max_size=high, unique=True),  # normalised
-        )
+    return st.one_of(
+        st.lists(integers, min_size=low, max_size=high, unique=True),
+        st.lists(strings, min_size=low, max_size=high, unique=True),
+        st.lists(st.dates(), min_size=low, max_size=high, unique=True),
+        decimals(size),
+        contiguous(size),
+        st.lists(st.floats(allow_nan=False), min_size=low, max_size=high, unique=True),  # normalised
+        st.lists(st.datetimes(), min_size=low, max_size=high, unique=True),  # normalised
     )
 
 

@@ -12,6 +12,7 @@ nothing there; such rows are found by evaluating the text row by row."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from decimal import Decimal
 from typing import Any
 
@@ -57,7 +58,8 @@ KINDS = list(COLUMNS)
 _UNITS = st.sampled_from(["DAY", "MONTH", "YEAR", "HOUR"])
 
 
-def _value(kind: str, depth: int) -> st.SearchStrategy[str]:
+@functools.cache  # built once per (kind, depth): a flatmap asks again on every draw, and rebuilding and
+def _value(kind: str, depth: int) -> st.SearchStrategy[str]:  # validating the tree was 80% of the test's CPU
     """Text of a value of `kind`; sometimes (a string meeting a number) of another kind."""
     leaves = st.sampled_from(COLUMNS[kind] + LITERALS[kind])
     if depth == 0:
@@ -107,6 +109,7 @@ def _list(literals: list[str]) -> st.SearchStrategy[str]:
     return st.lists(st.sampled_from(literals), min_size=1, max_size=3).map(", ".join)
 
 
+@functools.cache  # as `_value`: strategies are immutable, so one per depth draws the same texts
 def _predicate(depth: int) -> st.SearchStrategy[str]:
     kind = st.sampled_from(KINDS)
     comparison = st.sampled_from(["=", "<>", "<", "<=", ">", ">=", "<=>"])

@@ -204,17 +204,9 @@ def test_invalid_rewrites_are_refused_before_delta_sees_them(delta_spark, table_
 def test_who_commits_where(spark, table_path):
     """Delta's transaction where the session has Delta; Delta's own OPTIMIZE where there is no JVM
     (Spark Connect); delta-rs where asked, or on a JVM without Delta for tables only delta-rs writes."""
-    from types import SimpleNamespace
+    from tests.table.py4j_standins import class_not_found, jvm_failing_lookups
 
-    from py4j.protocol import Py4JJavaError
-
-    def refuse(*_args: object) -> None:  # as py4j hands over the JVM's ClassNotFoundException
-        raise Py4JJavaError("An error occurred", SimpleNamespace(_target_id="o1", _gateway_client=None))
-
-    thread = SimpleNamespace(currentThread=lambda: SimpleNamespace(getContextClassLoader=lambda: None))
-    jvm = SimpleNamespace(
-        java=SimpleNamespace(lang=SimpleNamespace(Class=SimpleNamespace(forName=refuse), Thread=thread))
-    )
+    jvm = jvm_failing_lookups(class_not_found())  # as py4j hands over the JVM's ClassNotFoundException
 
     class NoJvm:
         conf = spark.conf

@@ -158,33 +158,15 @@ def test_the_check_sees_a_planted_choice(planted):
     assert _choices(planted)
 
 
-class _Jvm:
-    """A py4j view whose ``Class.forName`` fails with `error`: what `delta_classes` asks the driver JVM."""
-
-    def __init__(self, error: Exception) -> None:
-        def for_name(*_: object) -> None:
-            raise error
-
-        self.java = SimpleNamespace(
-            lang=SimpleNamespace(
-                Class=SimpleNamespace(forName=for_name),
-                Thread=SimpleNamespace(currentThread=lambda: SimpleNamespace(getContextClassLoader=lambda: None)),
-            )
-        )
-
-
 def test_a_jvm_without_delta_s_classes_has_no_delta_and_a_jvm_that_does_not_answer_is_an_error():
     """The JVM answering ClassNotFoundException: no Delta engine (delta-rs commits). A gateway that does not
     answer (the driver died): one clear error, never "no Delta engine", which would skip a liquid table
     and restart its key streak for a cause that is not there."""
-    from py4j.protocol import Py4JError, Py4JJavaError
-
     from optimizer.table.delta_engine import delta_classes
+    from tests.table.py4j_standins import class_not_found, jvm_failing_lookups, no_answer
 
-    absent = SimpleNamespace(
-        _jvm=_Jvm(Py4JJavaError("An error occurred", SimpleNamespace(_target_id="o1", _gateway_client=None)))
-    )
+    absent = SimpleNamespace(_jvm=jvm_failing_lookups(class_not_found()))
     assert delta_classes(absent) is None  # type: ignore[arg-type]
-    dead = SimpleNamespace(_jvm=_Jvm(Py4JError("Answer from Java side is empty")))
+    dead = SimpleNamespace(_jvm=jvm_failing_lookups(no_answer()))
     with pytest.raises(errors.SparkRuntimeError, match="cannot ask the session's JVM whether Delta is there"):
         delta_classes(dead)  # type: ignore[arg-type]
