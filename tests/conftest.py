@@ -115,10 +115,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     # checkout's spark-warehouse/, which another run or `make test`'s other worker (Makefile) would share.
     tuned = {"spark.databricks.delta.snapshotPartitions": "2", "spark.sql.codegen.wholeStage": "false"}
     tuned["spark.sql.warehouse.dir"] = str(tmp_path_factory.mktemp("warehouse"))
-    # Python tasks run in tests/pyspark_daemon.py: PySpark's daemon, without re-reading pyspark.zip's directory
-    # in every task (its docstring: most of the Python workers' CPU); the checkout on their path to find it.
-    tuned["spark.python.daemon.module"] = "tests.pyspark_daemon"
-    tuned["spark.executorEnv.PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    # Python tasks run under tests/pyspark_worker/deltaopt_test_daemon.py: PySpark's daemon, without re-reading
+    # pyspark.zip's directory in every task (its docstring: most of the Python workers' CPU); its directory is on
+    # the workers' path.
+    tuned["spark.python.daemon.module"] = "deltaopt_test_daemon"
+    tuned["spark.executorEnv.PYTHONPATH"] = str(Path(__file__).resolve().parent / "pyspark_worker")
     settings = SparkSettings(master="local[2]", shuffle_partitions=4, app_name="deltaopt-tests", conf=tuned)
     with pytest.MonkeyPatch.context() as env:  # the JVM keeps what it saw at its start
         env.setenv("SPARK_SUBMIT_OPTS", MAIN_JVM_OPTIONS)
