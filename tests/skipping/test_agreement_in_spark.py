@@ -250,6 +250,6 @@ def _generated(examples: int) -> Any:
     return check
 
 
-# Every run draws 60 predicates (about 15 s an example of 30 here); the slow tier draws 1,200.
+# Every run draws 60 predicates (25 s in a full run on a slow day, both examples); the slow tier draws 1,200.
 test_generated_predicates_agree_where_the_grammar_says = _generated(2)
 test_generated_predicates_agree_where_the_grammar_says_at_length = pytest.mark.slow(_generated(40))
